@@ -1,0 +1,58 @@
+# pylayer: `make demo` runs the main job end to end, `make test` runs every test.
+# Both install what they need on a fresh Debian machine (you are expected to be root there).
+
+SHELL := /bin/bash
+GO    ?= go
+BIN   := $(CURDIR)/bin
+TOOLS ?= $(HOME)/.cache/pylayer/tools
+export PATH := $(BIN):$(PATH)
+
+# Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download.
+DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc
+
+.PHONY: all build deps test unit lint fuzz demo bench clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/pylayer ./cmd/pylayer
+
+# deps installs what is missing, and nothing when all is there.
+deps:
+	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+	@python3 -m pip --version >/dev/null 2>&1 || { echo "python3 -m pip is missing (install python3-pip)"; exit 1; }
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+# Every test: unit tests, fuzz seed corpora, and the end-to-end suites against real pip,
+# real Debian wheels and real servers on 127.0.0.1, all under the race detector.
+test: deps lint build
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+unit: build
+	$(GO) test -race -short ./...
+
+# A short coverage-guided run of every fuzz target (FUZZTIME each).
+FUZZTIME ?= 20s
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+demo: deps build
+	bash scripts/demo.sh
+
+bench: deps build
+	bash bench/layers.sh
+
+clean:
+	rm -rf $(BIN)
