@@ -1,0 +1,22 @@
+// Package index is a client for Python package indexes that speak the
+// "simple" repository API (PEP 503 HTML, PEP 691 JSON, PEP 658/714 metadata
+// files, PEP 592 yanking) and a server that publishes a flat directory of
+// wheels and sdists as such an index.
+//
+// The client lists a project's files, fetches core metadata (the PEP 658
+// ".metadata" file or, failing that, the METADATA inside the wheel) and
+// downloads files with streaming sha256 verification and an atomic rename.
+// Credentials, from the index URL or a netrc file, are sent only to the
+// index's own origin and never appear in errors, URLs or logs.
+//
+// The server is used by tests (pip is run against it as an oracle) and by
+// hosts that want to offer a curated wheel directory as an index.
+//
+// Behaviour follows pip 23.2.1 (the reference client) except where noted on
+// the parsing functions: a bare data-yanked attribute and a JSON "yanked": ""
+// count as yanked (PEP 592), where pip ignores them.
+//
+// This package must never import registry, oci, sandbox, broker or catalog
+// packages, nor anything that prints or logs globally: it uses only the
+// standard library.
+package index

@@ -1,0 +1,234 @@
+package index
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Download streams f to dst, verifying its sha256 (and size, when the index
+// stated one) while streaming. Bytes go to a "<dst>.*.part" file in dst's
+// directory that is fsynced and renamed onto dst only when it verified; on
+// any failure it is removed. A hash mismatch wraps ErrHashMismatch, a size
+// mismatch ErrSizeMismatch; a file without sha256 is refused (ErrNoHash).
+func (c *Client) Download(ctx context.Context, f File, dst string) error {
+	if err := checkFileHash(f); err != nil {
+		return err
+	}
+	dir := filepath.Dir(dst)
+	part, err := os.CreateTemp(dir, filepath.Base(dst)+".*.part")
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			part.Close()
+			os.Remove(part.Name())
+		}
+	}()
+	if err := c.fetchVerified(ctx, f, part); err != nil {
+		return err
+	}
+	if err := part.Sync(); err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, err)
+	}
+	if err := part.Close(); err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, err)
+	}
+	if err := os.Rename(part.Name(), dst); err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, err)
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		serr := d.Sync()
+		d.Close()
+		if serr != nil {
+			return fmt.Errorf("downloading %s: syncing %s: %w", f.Filename, dir, serr)
+		}
+	}
+	return nil
+}
+
+func checkFileHash(f File) error {
+	if f.SHA256 == "" {
+		return fmt.Errorf("downloading %s: %w: refusing an unverifiable file (use an index that publishes hashes)", f.Filename, ErrNoHash)
+	}
+	if !sha256HexRe.MatchString(f.SHA256) {
+		return fmt.Errorf("downloading %s: %w: the index gave a malformed sha256 %q", f.Filename, ErrNoHash, f.SHA256)
+	}
+	return nil
+}
+
+// fetchVerified copies f's bytes to w and checks size and sha256.
+func (c *Client) fetchVerified(ctx context.Context, f File, w io.Writer) error {
+	resp, err := c.get(ctx, f.URL, "")
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("downloading %s: %w", f.Filename, httpError(resp))
+	}
+	limit := c.opts.maxFileBytes
+	if f.Size > 0 {
+		limit = f.Size
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return fmt.Errorf("downloading %s: %w", f.Filename, scrubURLError(err))
+	}
+	switch {
+	case f.Size > 0 && n > f.Size:
+		return fmt.Errorf("downloading %s: %w: the index says %d bytes, the server sent more", f.Filename, ErrSizeMismatch, f.Size)
+	case f.Size > 0 && n != f.Size:
+		return fmt.Errorf("downloading %s: %w: the index says %d bytes, got %d", f.Filename, ErrSizeMismatch, f.Size, n)
+	case n > limit:
+		return fmt.Errorf("downloading %s: over %d bytes (raise WithMaxFileBytes)", f.Filename, limit)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != f.SHA256 {
+		return fmt.Errorf("downloading %s: %w: expected %s, got %s", f.Filename, ErrHashMismatch, f.SHA256, got)
+	}
+	return nil
+}
+
+// Metadata returns the core metadata (METADATA file bytes) of f: the PEP 658
+// ".metadata" file when the index offers one (checked against
+// MetadataSHA256 when given), else the single *.dist-info/METADATA of the
+// wheel, which is downloaded to a temporary file and verified first.
+func (c *Client) Metadata(ctx context.Context, f File) ([]byte, error) {
+	if f.HasMetadata {
+		return c.metadataFile(ctx, f)
+	}
+	if !strings.HasSuffix(f.Filename, ".whl") {
+		return nil, fmt.Errorf("metadata of %s: not a wheel and the index offers no metadata file", f.Filename)
+	}
+	if err := checkFileHash(f); err != nil {
+		return nil, err
+	}
+	tmp, err := os.CreateTemp("", "pylayer-wheel-*.whl")
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}()
+	if err := c.fetchVerified(ctx, f, tmp); err != nil {
+		return nil, err
+	}
+	size, err := tmp.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
+	}
+	zr, err := zip.NewReader(tmp, size)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: reading wheel: %w", f.Filename, err)
+	}
+	md, err := wheelMetadata(zr, c.opts.maxBodyBytes)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
+	}
+	return md, nil
+}
+
+func (c *Client) metadataFile(ctx context.Context, f File) ([]byte, error) {
+	if f.MetadataSHA256 != "" && !sha256HexRe.MatchString(f.MetadataSHA256) {
+		return nil, fmt.Errorf("metadata of %s: the index gave a malformed metadata sha256 %q", f.Filename, f.MetadataSHA256)
+	}
+	resp, err := c.get(ctx, f.URL+".metadata", "")
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, httpError(resp))
+	}
+	b, err := readCapped(resp.Body, c.opts.maxBodyBytes)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, scrubURLError(err))
+	}
+	if f.MetadataSHA256 != "" {
+		sum := sha256.Sum256(b)
+		if got := hex.EncodeToString(sum[:]); got != f.MetadataSHA256 {
+			return nil, fmt.Errorf("metadata of %s: %w: expected %s, got %s", f.Filename, ErrHashMismatch, f.MetadataSHA256, got)
+		}
+	}
+	return b, nil
+}
+
+// wheelMetadata returns the bytes of the one top-level *.dist-info/METADATA
+// in a wheel, at most limit bytes.
+func wheelMetadata(zr *zip.Reader, limit int64) ([]byte, error) {
+	var found *zip.File
+	for _, zf := range zr.File {
+		dir, name, ok := strings.Cut(zf.Name, "/")
+		if !ok || name != "METADATA" || !strings.HasSuffix(dir, ".dist-info") {
+			continue
+		}
+		if found != nil {
+			return nil, fmt.Errorf("wheel has more than one .dist-info/METADATA (%s, %s)", found.Name, zf.Name)
+		}
+		found = zf
+	}
+	if found == nil {
+		return nil, errors.New("wheel has no .dist-info/METADATA")
+	}
+	if found.UncompressedSize64 > uint64(limit) {
+		return nil, fmt.Errorf("%s: %w: over %d bytes", found.Name, errTooLarge, limit)
+	}
+	rc, err := found.Open()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", found.Name, err)
+	}
+	defer rc.Close()
+	b, err := readCapped(rc, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", found.Name, err)
+	}
+	return b, nil
+}
+
+// requiresPython returns the Requires-Python header of a METADATA file
+// (RFC 822 style headers up to the first empty line; continuation lines are
+// folded; the first occurrence wins).
+func requiresPython(md []byte) string {
+	var parts []string
+	inField := false
+	for rest := md; len(rest) > 0; {
+		line := rest
+		if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+			line, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		line = bytes.TrimSuffix(line, []byte("\r"))
+		if len(line) == 0 {
+			break
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if inField {
+				parts = append(parts, string(bytes.TrimSpace(line)))
+			}
+			continue
+		}
+		if inField {
+			break
+		}
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if ok && strings.EqualFold(string(bytes.TrimSpace(k)), "Requires-Python") {
+			parts, inField = append(parts, string(bytes.TrimSpace(v))), true
+		}
+	}
+	return strings.Join(parts, " ")
+}
