@@ -1,0 +1,284 @@
+package pep440
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// The oracle is pip's vendored packaging 21.3. Tests fail, never skip, when
+// it is missing: agreeing with pip is the point of this package.
+const oracleScript = `
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from pip._vendor import packaging
+assert packaging.__version__ == "21.3", packaging.__version__
+from pip._vendor.packaging.version import Version, InvalidVersion
+from pip._vendor.packaging.specifiers import SpecifierSet, Specifier, InvalidSpecifier
+inp = json.load(sys.stdin)
+out = {"versions": [], "specs": []}
+valid = []
+for s in inp["versions"]:
+    try:
+        v = Version(s)
+    except InvalidVersion:
+        out["versions"].append(None)
+        continue
+    valid.append(v)
+    out["versions"].append({"str": str(v), "pre": v.is_prerelease, "post": v.is_postrelease,
+        "dev": v.is_devrelease, "public": v.public, "local": v.local or "",
+        "release": list(v.release), "epoch": v.epoch, "base": v.base_version})
+keys = sorted(set(v._key for v in valid))
+rank = {k: i for i, k in enumerate(keys)}
+out["ranks"] = [rank[Version(s)._key] if r is not None else -1 for s, r in zip(inp["versions"], out["versions"])]
+pool = [Version(p) for p in inp["pool"]]
+for s in inp["specs"]:
+    try:
+        ss = SpecifierSet(s)
+        for c in ss:
+            if not isinstance(c, Specifier):
+                raise InvalidSpecifier("legacy")
+    except InvalidSpecifier:
+        out["specs"].append(None)
+        continue
+    r = {"str": str(ss), "prereleases": bool(ss.prereleases), "pinned": any(
+            c.operator == "===" or (c.operator == "==" and not c.version.endswith(".*")) for c in ss)}
+    for name, pre in (("none", None), ("true", True), ("false", False)):
+        r["contains_" + name] = [ss.contains(v, prereleases=pre) for v in pool]
+        r["filter_" + name] = [str(v) for v in ss.filter(pool, prereleases=pre)]
+        only_pre = [v for v in pool if v.is_prerelease]
+        r["filterpre_" + name] = [str(v) for v in ss.filter(only_pre, prereleases=pre)]
+    out["specs"].append(r)
+json.dump(out, sys.stdout)
+`
+
+// pythonOracle runs script with input as JSON on stdin and decodes stdout.
+func pythonOracle(t *testing.T, script string, input, output any) {
+	t.Helper()
+	py := os.Getenv("PYLAYER_PYTHON")
+	if py == "" {
+		var err error
+		if py, err = exec.LookPath("python3"); err != nil {
+			t.Fatalf("python3 (the pip oracle) not found: %v; install it or set PYLAYER_PYTHON", err)
+		}
+	}
+	in, err := json.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = bytes.NewReader(in)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("running oracle %s: %v\n%s", py, err, stderr.String())
+	}
+	if err := json.Unmarshal(out, output); err != nil {
+		t.Fatalf("decoding oracle output: %v", err)
+	}
+}
+
+func genVersions(r *rand.Rand, n int) []string {
+	pick := func(xs ...string) string { return xs[r.Intn(len(xs))] }
+	var out []string
+	for len(out) < n {
+		s := pick("", "", "", "1!", "0!", "2!") +
+			pick("0", "1", "1.0", "1.0.0", "2.1", "1.1", "10.20.30", "01.2", "1.0.0.0", "2", "3.10") +
+			pick("", "", "", "a", "a1", "b2", "rc1", "c3", "alpha4", "beta", "pre1", "preview2", "-a1", ".rc.2", "_b_3", "RC1") +
+			pick("", "", "", ".post1", "-1", "post", ".rev2", "r3", "_post_4", "-post5", ".POST0") +
+			pick("", "", "", ".dev0", "dev", "-dev1", ".dev2", "DEV3") +
+			pick("", "", "", "", "+abc", "+1.2", "+ubuntu-1", "+ABC.01", "+1", "+abc.5", "+0")
+		if r.Intn(10) == 0 {
+			s = pick("v", "V", " ", "\t") + s + pick("", " ", "\n")
+		}
+		out = append(out, s)
+	}
+	// Invalid or legacy strings.
+	return append(out, "", "1.0-", "1..0", "a1", "1.0+", "1.0+a..b", "1.0.x", "1.0abc", "foo", "1.0-dev",
+		"1.0 a1", "1!", "!1.0", "1.0_", "v", "1.0+a_b-c.d", "1.0-0", "1.0.post", "1.0-r1", "1.0c", "1.0preview",
+		"٣.1", "1.0+ſ", "99999999999999999999.0")
+}
+
+func genSpecs(r *rand.Rand) []string {
+	ops := []string{"==", "!=", "<=", ">=", "<", ">", "~=", "==="}
+	vers := []string{"1.0", "1", "1.0.0", "2.1", "1.0a1", "1.0.dev1", "1.0.post1", "1.0+local", "1.0.*", "1.*",
+		"1.0a1.*", "2.0rc1", "v1.0", "1!1.0", "1.0.0.*", "01.0.*", "1.0-1", "1.0RC1", "2.2.0", "1.1.post1.dev2", "0"}
+	var single []string
+	for _, op := range ops {
+		for _, v := range vers {
+			single = append(single, op+v)
+		}
+	}
+	out := append([]string{"", " ", ",", ">=1.0,", " >= 1.0 , < 2.0 ", "~=1", "~=1.*", ">=1.0+abc", "<1.0.*",
+		"=1.0", "=>1.0", "==1.0abc", "==foo", "===foo", "=== 1.0", ">=1.0,>=1.0.0", "==1.0,==1.0.0,==1", "===1.0,===1.0.0",
+		">1.0,<2.0,!=1.5.*", "~=1.0,~=1.0.0"}, single...)
+	for i := 0; i < 120; i++ {
+		out = append(out, single[r.Intn(len(single))]+","+single[r.Intn(len(single))])
+	}
+	return out
+}
+
+var pool = []string{"0.9", "1.0.dev0", "1.0a1", "1.0a2.dev1", "1.0b1", "1.0rc1", "1.0", "1.0+local", "1.0+abc.5",
+	"1.0.post1", "1.0.post1.dev0", "1.0.post2+x", "1.0.1", "1.0.1a1", "1.1", "1.1.post1", "1.1.post1.dev2", "1.5",
+	"1.5.0+local", "2.0.dev1", "2.0a1", "2.0", "2.1", "2.1.1", "2.2", "2.2.0", "2.2.1", "2.3.dev1", "3.0", "10.0",
+	"1!0.1", "1!1.0", "1!1.0a1", "0", "0.0.1", "1.0.0.0.1"}
+
+type oracleVersion struct {
+	Str, Public, Local, Base string
+	Pre, Post, Dev           bool
+	Release                  []json.Number
+	Epoch                    int
+}
+
+type oracleSpec struct {
+	Str                                          string
+	Prereleases, Pinned                          bool
+	ContainsNone, ContainsTrue, ContainsFalse    []bool
+	FilterNone, FilterTrue, FilterFalse          []string
+	FilterpreNone, FilterpreTrue, FilterpreFalse []string
+}
+
+func (o *oracleSpec) UnmarshalJSON(b []byte) error {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	f := map[string]any{"str": &o.Str, "prereleases": &o.Prereleases, "pinned": &o.Pinned,
+		"contains_none": &o.ContainsNone, "contains_true": &o.ContainsTrue, "contains_false": &o.ContainsFalse,
+		"filter_none": &o.FilterNone, "filter_true": &o.FilterTrue, "filter_false": &o.FilterFalse,
+		"filterpre_none": &o.FilterpreNone, "filterpre_true": &o.FilterpreTrue, "filterpre_false": &o.FilterpreFalse}
+	for k, dst := range f {
+		raw, ok := m[k]
+		if !ok {
+			return fmt.Errorf("oracle output lacks %q", k)
+		}
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestOracle(t *testing.T) {
+	r := rand.New(rand.NewSource(440))
+	versions := genVersions(r, 400)
+	specs := genSpecs(r)
+	var got struct {
+		Versions []*oracleVersion
+		Ranks    []int
+		Specs    []*oracleSpec
+	}
+	pythonOracle(t, oracleScript, map[string]any{"versions": versions, "specs": specs, "pool": pool}, &got)
+
+	parsed := map[int]Version{}
+	for i, s := range versions {
+		want := got.Versions[i]
+		v, err := Parse(s)
+		switch {
+		case want == nil && err == nil:
+			t.Errorf("Parse(%q) = %s, oracle says invalid", s, v)
+			continue
+		case want == nil:
+			continue
+		case err != nil:
+			if strings.Contains(err.Error(), "ASCII") || strings.Contains(err.Error(), "too large") {
+				continue // documented differences
+			}
+			t.Errorf("Parse(%q): %v, oracle says %q", s, err, want.Str)
+			continue
+		}
+		parsed[i] = v
+		gotV := oracleVersion{v.String(), v.Public(), v.Local(), v.BaseVersion(), v.IsPrerelease(),
+			v.IsPostRelease(), v.IsDevRelease(), numbers(v.Release()), v.Epoch()}
+		if fmt.Sprint(gotV) != fmt.Sprint(*want) {
+			t.Errorf("Parse(%q):\n got %+v\nwant %+v", s, gotV, *want)
+		}
+		if w := MustParse(v.String()); !w.Equal(v) {
+			t.Errorf("String() of %q does not round-trip", s)
+		}
+	}
+	for i, vi := range parsed {
+		for j, vj := range parsed {
+			want := cmpInt(got.Ranks[i], got.Ranks[j])
+			if c := vi.Compare(vj); c != want {
+				t.Errorf("Compare(%q, %q) = %d, oracle %d", versions[i], versions[j], c, want)
+			}
+		}
+	}
+
+	poolV := make([]Version, len(pool))
+	for i, p := range pool {
+		poolV[i] = MustParse(p)
+	}
+	onlyPre := []Version{}
+	for _, v := range poolV {
+		if v.IsPrerelease() {
+			onlyPre = append(onlyPre, v)
+		}
+	}
+	tru, fal := true, false
+	checked := 0
+	for i, s := range specs {
+		want := got.Specs[i]
+		set, err := ParseSpecifierSet(s)
+		if (want == nil) != (err != nil) {
+			t.Errorf("ParseSpecifierSet(%q): err=%v, oracle valid=%v", s, err, want != nil)
+			continue
+		}
+		if want == nil {
+			continue
+		}
+		checked++
+		if set.String() != want.Str || set.Prereleases() != want.Prereleases || set.IsPinned() != want.Pinned {
+			t.Errorf("%q: got str=%q pre=%v pinned=%v, oracle %q %v %v", s, set.String(), set.Prereleases(),
+				set.IsPinned(), want.Str, want.Prereleases, want.Pinned)
+		}
+		for k, v := range poolV {
+			for _, c := range []struct {
+				pre  bool
+				want bool
+				name string
+			}{{set.Prereleases(), want.ContainsNone[k], "None"}, {true, want.ContainsTrue[k], "True"}, {false, want.ContainsFalse[k], "False"}} {
+				if got := set.Contains(v, c.pre); got != c.want {
+					t.Errorf("%q.contains(%s, prereleases=%s) = %v, oracle %v", s, v, c.name, got, c.want)
+				}
+			}
+		}
+		for _, c := range []struct {
+			in   []Version
+			pre  *bool
+			want []string
+			name string
+		}{
+			{poolV, nil, want.FilterNone, "None"}, {poolV, &tru, want.FilterTrue, "True"}, {poolV, &fal, want.FilterFalse, "False"},
+			{onlyPre, nil, want.FilterpreNone, "None/pre-only"}, {onlyPre, &tru, want.FilterpreTrue, "True/pre-only"},
+			{onlyPre, &fal, want.FilterpreFalse, "False/pre-only"},
+		} {
+			var gotS []string
+			for _, v := range set.Filter(c.in, c.pre) {
+				gotS = append(gotS, v.String())
+			}
+			if strings.Join(gotS, " ") != strings.Join(c.want, " ") {
+				t.Errorf("%q.filter(prereleases=%s):\n got %v\nwant %v", s, c.name, gotS, c.want)
+			}
+		}
+	}
+	t.Logf("oracle agreed on %d versions (%d pairs) and %d specifier sets x %d versions", len(parsed), len(parsed)*len(parsed), checked, len(poolV))
+	if checked < 200 || len(parsed) < 350 {
+		t.Fatalf("oracle coverage too small: %d specs, %d versions", checked, len(parsed))
+	}
+}
+
+func numbers(xs []int) []json.Number {
+	out := make([]json.Number, len(xs))
+	for i, x := range xs {
+		out[i] = json.Number(fmt.Sprint(x))
+	}
+	return out
+}
