@@ -1,0 +1,19 @@
+// Package oci defines pylayer's OCI 1.1 artifact format and writes it, bit for
+// bit reproducibly, into OCI image layout directories.
+//
+// It knows the media types and annotations of pylayer artifacts (DESIGN.md,
+// "Artifact format"), builds reproducible gzip'd tar layers from a directory
+// tree (TarTree), assembles deterministic image manifests (Artifact.Manifest),
+// and stores and reads blobs, manifests and tags in a layout directory
+// (Layout), verifying the digest and size of every blob it reads or writes.
+//
+// Digests are sha256 only. Every digest that comes from outside (an index.json,
+// a manifest, a caller) is parsed and validated before it names a file, so a
+// hostile digest can never address a path outside blobs/.
+//
+// This package must never import the registry client (registry/, remote
+// registries, go-containerregistry's remote package), the broker, the sandbox,
+// the catalog or the CLI: those build on it. It may use layers/ (the lock, and
+// the per-wheel trees of layers/build, which fromlock.go packs into an artifact),
+// never the other way round. It never prints and never logs.
+package oci

@@ -1,0 +1,105 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Artifact and media types of pylayer artifacts.
+const (
+	// ArtifactTypeLayer is the artifactType of a package layer (base, ext, iso).
+	ArtifactTypeLayer = "application/vnd.pylayer.layer.v1"
+	// ArtifactTypePython is the artifactType of an interpreter prefix.
+	ArtifactTypePython = "application/vnd.pylayer.python.v1"
+	// MediaTypeLock is the media type of the config blob: the lock bytes.
+	MediaTypeLock = "application/vnd.pylayer.lock.v1+json"
+	// MediaTypeLayer is the media type of a layer blob. It is the standard
+	// gzip'd OCI layer so that crane, skopeo and oras can read it.
+	MediaTypeLayer = v1.MediaTypeImageLayerGzip
+)
+
+// Annotation keys of pylayer manifests and layer descriptors.
+const (
+	AnnotationKind        = "dev.pylayer.kind"
+	AnnotationKey         = "dev.pylayer.key"
+	AnnotationPython      = "dev.pylayer.python"
+	AnnotationPlatform    = "dev.pylayer.platform"
+	AnnotationBase        = "dev.pylayer.base"
+	AnnotationWheelSHA256 = "dev.pylayer.wheel.sha256"
+
+	// CreatedEpoch is the fixed value of org.opencontainers.image.created, so
+	// that the manifest bytes depend only on what goes into the artifact.
+	CreatedEpoch = "1970-01-01T00:00:00Z"
+)
+
+// maxManifestSize bounds the manifest and index documents this package reads;
+// it matches the 4 MiB limit registries apply to manifests.
+const maxManifestSize = 4 << 20
+
+var (
+	// ErrNotFound: the tag or blob is not in the layout.
+	ErrNotFound = errors.New("not found")
+	// ErrDigestMismatch: content does not hash to the digest it was addressed by.
+	ErrDigestMismatch = errors.New("digest mismatch")
+	// ErrSizeMismatch: content does not have the size its descriptor states.
+	ErrSizeMismatch = errors.New("size mismatch")
+	// ErrInvalidDigest: a digest is malformed or not sha256.
+	ErrInvalidDigest = errors.New("invalid digest")
+	// ErrInvalidTag: a tag does not follow the OCI tag grammar.
+	ErrInvalidTag = errors.New("invalid tag")
+	// ErrInvalidArtifact: an Artifact cannot be turned into a manifest.
+	ErrInvalidArtifact = errors.New("invalid artifact")
+	// ErrInvalidManifest: manifest bytes are not a valid pylayer-readable OCI image manifest.
+	ErrInvalidManifest = errors.New("invalid manifest")
+	// ErrInvalidLayout: the directory is not a usable OCI image layout.
+	ErrInvalidLayout = errors.New("invalid OCI image layout")
+)
+
+// ValidTag reports whether tag follows the OCI tag grammar
+// [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}. The error wraps ErrInvalidTag.
+func ValidTag(tag string) error {
+	if len(tag) == 0 {
+		return fmt.Errorf("%w: empty tag", ErrInvalidTag)
+	}
+	if len(tag) > 128 {
+		return fmt.Errorf("%w: %q is %d characters, the limit is 128", ErrInvalidTag, tag, len(tag))
+	}
+	for i := 0; i < len(tag); i++ {
+		c := tag[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+		if i > 0 {
+			ok = ok || c == '.' || c == '-'
+		}
+		if !ok {
+			return fmt.Errorf("%w: %q: character %d must be one of [a-zA-Z0-9_%s]", ErrInvalidTag, tag, i, map[bool]string{true: ".-", false: ""}[i > 0])
+		}
+	}
+	return nil
+}
+
+// checkDigest accepts only well-formed sha256 digests (lowercase hex of the
+// right length), so that a digest is always safe to use as a file name.
+func checkDigest(d digest.Digest) error {
+	// Validate before Algorithm: Algorithm panics on a string without ':'.
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidDigest, string(d), err)
+	}
+	if d.Algorithm() != digest.SHA256 {
+		return fmt.Errorf("%w: %q: only sha256 digests are supported", ErrInvalidDigest, string(d))
+	}
+	return nil
+}
+
+// checkDescriptor validates the digest and size of a descriptor.
+func checkDescriptor(d v1.Descriptor) error {
+	if err := checkDigest(d.Digest); err != nil {
+		return err
+	}
+	if d.Size < 0 {
+		return fmt.Errorf("%w: descriptor %s has negative size %d", ErrSizeMismatch, d.Digest, d.Size)
+	}
+	return nil
+}
