@@ -1,0 +1,256 @@
+package build
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/pylayer/pylayer/internal/logctx"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/wheel"
+)
+
+// Fetcher downloads one file of an index with its hash checked; *index.Client is one.
+type Fetcher interface {
+	Files(ctx context.Context, project string) ([]index.File, error)
+	Download(ctx context.Context, f index.File, dst string) error
+}
+
+var _ Fetcher = (*index.Client)(nil)
+
+// The in-sandbox paths baked into trees: script shebangs, and the co_filename prefix of
+// build-time .pyc. Changing either changes every tree's bytes.
+const (
+	ScriptShebang   = "#!/opt/python/bin/python3"
+	SitePackagesDir = "/opt/pylayer/site-packages"
+)
+
+// Options says how wheels are installed.
+type Options struct {
+	// Interpreter is the host path of the target's python3, used to compile .pyc at build
+	// time; "" builds without .pyc.
+	Interpreter string
+	// Jobs bounds parallel downloads and installs; 0 means GOMAXPROCS.
+	Jobs int
+}
+
+// Builder makes trees for the packages of locks, caching under Root.
+type Builder struct {
+	Root    string  // cache root: wheels/ and trees/ live below it
+	Fetcher Fetcher // nil: wheels must already be in the wheelhouse
+	Options Options
+
+	once     sync.Once
+	interpID string
+	interpEr error
+}
+
+// Tree is one installed wheel.
+type Tree struct {
+	Package lock.Package
+	Dir     string // the tree: site-packages/, bin/ ...
+	Key     string // hash of the wheel and the install options; same key, same bytes
+}
+
+// Trees installs every package of l (in parallel) and returns their trees in lock order.
+func (b *Builder) Trees(ctx context.Context, l *lock.Lock) ([]Tree, error) {
+	jobs := b.Options.Jobs
+	if jobs <= 0 {
+		jobs = runtime.GOMAXPROCS(0)
+	}
+	out := make([]Tree, len(l.Packages))
+	errs := make([]error, len(l.Packages))
+	sem := make(chan struct{}, jobs)
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i, p := range l.Packages {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			out[i], errs[i] = b.Tree(ctx, p, l.Target.Python)
+			if errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("%s: %w", l.Packages[i].Filename, err)
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", l.Packages[i].Filename, err)
+		}
+	}
+	return out, nil
+}
+
+// Tree returns the installed tree of one package for a target's python ("3.11"),
+// building it if it is not cached.
+func (b *Builder) Tree(ctx context.Context, p lock.Package, python string) (Tree, error) {
+	opts, id, err := b.installOptions(ctx, python)
+	if err != nil {
+		return Tree{}, err
+	}
+	key := treeKey(p.SHA256, id)
+	dir := filepath.Join(b.Root, "trees", key)
+	t := Tree{Package: p, Dir: dir, Key: key}
+	if _, err := os.Stat(dir); err == nil {
+		return t, nil // trees are renamed into place whole: present means complete
+	}
+	whl, err := b.Wheel(ctx, p)
+	if err != nil {
+		return Tree{}, err
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return Tree{}, err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-"+key[:16]+"-")
+	if err != nil {
+		return Tree{}, err
+	}
+	defer os.RemoveAll(tmp)
+	inst := filepath.Join(tmp, "tree")
+	if _, err := wheel.Install(ctx, whl, inst, opts); err != nil {
+		return Tree{}, fmt.Errorf("installing %s: %w", p.Filename, err)
+	}
+	if err := os.Rename(inst, dir); err != nil {
+		if _, statErr := os.Stat(dir); statErr == nil {
+			return t, nil // another process finished the same tree first
+		}
+		return Tree{}, fmt.Errorf("publishing tree of %s: %w", p.Filename, err)
+	}
+	logctx.From(ctx).Debug("installed", "wheel", p.Filename, "tree", dir)
+	return t, nil
+}
+
+// Wheel returns the path of the package's wheel in the wheelhouse, downloading it (hash
+// checked) when it is missing.
+func (b *Builder) Wheel(ctx context.Context, p lock.Package) (string, error) {
+	if err := validName(p.Filename); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(b.Root, "wheels", p.SHA256)
+	path := filepath.Join(dir, p.Filename)
+	if fi, err := os.Stat(path); err == nil && fi.Size() == p.Size {
+		return path, nil
+	}
+	if b.Fetcher == nil {
+		return "", fmt.Errorf("%s is not in the wheelhouse %s and no index was given (--index-url)", p.Filename, filepath.Join(b.Root, "wheels"))
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	f, err := b.locate(ctx, p)
+	if err != nil {
+		return "", err
+	}
+	if err := b.Fetcher.Download(ctx, f, path); err != nil {
+		return "", fmt.Errorf("downloading %s: %w", p.Filename, err)
+	}
+	return path, nil
+}
+
+// locate finds the package's file on the index (which may have moved since the lock was
+// made); failing that it uses the lock's URL. The lock's hash is what is checked either way.
+func (b *Builder) locate(ctx context.Context, p lock.Package) (index.File, error) {
+	want := index.File{Project: p.Name, Filename: p.Filename, URL: p.URL, SHA256: p.SHA256, Size: p.Size}
+	files, err := b.Fetcher.Files(ctx, p.Name)
+	if err != nil && !errors.Is(err, index.ErrNotFound) {
+		return index.File{}, fmt.Errorf("looking up %s on the index: %w", p.Name, err)
+	}
+	for _, f := range files {
+		if f.Filename == p.Filename {
+			if f.SHA256 != "" && f.SHA256 != p.SHA256 {
+				return index.File{}, fmt.Errorf("%w: the index says %s has sha256 %s, the lock says %s", index.ErrHashMismatch, p.Filename, f.SHA256, p.SHA256)
+			}
+			want.URL = f.URL
+			return want, nil
+		}
+	}
+	if _, err := url.Parse(p.URL); err != nil || p.URL == "" {
+		return index.File{}, fmt.Errorf("%s is not on the index and the lock has no usable URL", p.Filename)
+	}
+	return want, nil
+}
+
+func validName(name string) error {
+	if name == "" || strings.ContainsAny(name, "/\\\x00") || name == "." || name == ".." {
+		return fmt.Errorf("unsafe wheel filename %q", name)
+	}
+	return nil
+}
+
+// installOptions are the wheel install options and a string that identifies them,
+// including the interpreter's exact version when .pyc are compiled.
+func (b *Builder) installOptions(ctx context.Context, python string) (wheel.InstallOptions, string, error) {
+	opts := wheel.InstallOptions{
+		PythonVersion:   python, // pip's versioned scripts: pip3.11, easy_install-3.11
+		Requested:       true, // always, so a wheel's tree (and blob) is the same in every layer
+		Interpreter:     b.Options.Interpreter,
+		ScriptShebang:   ScriptShebang,
+		SitePackagesDir: SitePackagesDir,
+	}
+	b.once.Do(func() {
+		if opts.Interpreter == "" {
+			return
+		}
+		out, err := exec.CommandContext(ctx, opts.Interpreter, "-I", "-S", "-c",
+			"import sys, importlib.util; print(sys.version, importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)").Output()
+		if err != nil {
+			b.interpEr = fmt.Errorf("running interpreter %s to compile .pyc: %w", opts.Interpreter, err)
+			return
+		}
+		b.interpID = strings.TrimSpace(string(out))
+	})
+	if b.interpEr != nil {
+		return opts, "", b.interpEr
+	}
+	id := fmt.Sprintf("v1|shebang=%s|site=%s|requested=%v|python=%s|pyc=%s", opts.ScriptShebang, opts.SitePackagesDir, opts.Requested, python, b.interpID)
+	return opts, id, nil
+}
+
+func treeKey(wheelSHA, optsID string) string {
+	h := sha256.Sum256([]byte(wheelSHA + "\n" + optsID))
+	return hex.EncodeToString(h[:])
+}
+
+// Interpreter resolves the python3 of a prefix (PREFIX/bin/python3) or a path to a binary.
+func Interpreter(prefixOrBinary string) (string, error) {
+	if prefixOrBinary == "" {
+		return "", nil
+	}
+	fi, err := os.Stat(prefixOrBinary)
+	if err != nil {
+		return "", fmt.Errorf("--interpreter: %w", err)
+	}
+	p := prefixOrBinary
+	if fi.IsDir() {
+		p = filepath.Join(prefixOrBinary, "bin", "python3")
+		if fi, err := os.Stat(p); err != nil || fi.Mode()&0o111 == 0 || fi.Mode()&fs.ModeType != 0 && fi.Mode()&fs.ModeSymlink == 0 {
+			return "", fmt.Errorf("--interpreter %s: no executable bin/python3 in that prefix", prefixOrBinary)
+		}
+	}
+	return filepath.Abs(p)
+}

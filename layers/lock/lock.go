@@ -1,0 +1,319 @@
+package lock
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+
+	"github.com/pylayer/pylayer/layers/pep440"
+	"github.com/pylayer/pylayer/layers/pep508"
+	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/layers/wheel"
+)
+
+// FormatVersion is the lock format this package reads and writes.
+const FormatVersion = 1
+
+// Requested is the required_by entry of a package the user asked for directly.
+const Requested = "(requested)"
+
+// Kind is what a layer is for.
+type Kind string
+
+const (
+	KindBase Kind = "base" // the curated base of every session
+	KindExt  Kind = "ext"  // a delta stacked on one base
+	KindIso  Kind = "iso"  // a full closure that replaces the base for one session
+)
+
+// ParseKind checks a kind given by a user.
+func ParseKind(s string) (Kind, error) {
+	switch k := Kind(s); k {
+	case KindBase, KindExt, KindIso:
+		return k, nil
+	}
+	return "", fmt.Errorf("unknown layer kind %q: want base, ext or iso", s)
+}
+
+// Package is one pinned wheel.
+type Package struct {
+	Name       string   `json:"name"` // PEP 503-normalized
+	Version    string   `json:"version"`
+	Filename   string   `json:"filename"`
+	URL        string   `json:"url"`
+	SHA256     string   `json:"sha256"`
+	Size       int64    `json:"size"`
+	RequiredBy []string `json:"required_by"`
+}
+
+// Lock is a resolved layer. Build it, then call Canonical or Key; Parse gives one back.
+type Lock struct {
+	Version      int           `json:"version"`
+	Kind         Kind          `json:"kind"`
+	Base         string        `json:"base,omitempty"` // key of the base lock; ext only
+	Target       target.Target `json:"target"`
+	Requirements []string      `json:"requirements"`
+	Constraints  []string      `json:"constraints,omitempty"`
+	Packages     []Package     `json:"packages"`
+}
+
+// ErrInvalid is wrapped by every error about a lock's content.
+var ErrInvalid = errors.New("invalid lock")
+
+var (
+	hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// Normalize sorts what has no meaningful order, so equal locks have equal bytes.
+func (l *Lock) Normalize() {
+	sort.Slice(l.Packages, func(i, j int) bool { return l.Packages[i].Name < l.Packages[j].Name })
+	for i := range l.Packages {
+		rb := append([]string(nil), l.Packages[i].RequiredBy...)
+		sort.Strings(rb)
+		l.Packages[i].RequiredBy = dedupe(rb)
+	}
+	l.Requirements = dedupe(sorted(l.Requirements))
+	l.Constraints = dedupe(sorted(l.Constraints))
+	if l.Requirements == nil {
+		l.Requirements = []string{}
+	}
+	if l.Packages == nil {
+		l.Packages = []Package{}
+	}
+}
+
+func sorted(s []string) []string {
+	s = append([]string(nil), s...)
+	sort.Strings(s)
+	return s
+}
+
+func dedupe(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// Validate checks that the lock is well formed and self-consistent.
+func (l *Lock) Validate() error {
+	if l.Version != FormatVersion {
+		return invalid("format version %d, this pylayer reads version %d", l.Version, FormatVersion)
+	}
+	if _, err := ParseKind(string(l.Kind)); err != nil {
+		return invalid("%v", err)
+	}
+	if l.Kind == KindExt && !hexSHA256.MatchString(l.Base) {
+		return invalid("an ext lock needs the key of its base (64 hex digits), got %q", l.Base)
+	}
+	if l.Kind != KindExt && l.Base != "" {
+		return invalid("only an ext lock names a base, this one is %s", l.Kind)
+	}
+	if err := l.Target.Validate(); err != nil {
+		return invalid("target: %v", err)
+	}
+	for _, r := range l.Requirements {
+		if _, err := pep508.ParseRequirement(r); err != nil {
+			return invalid("requirement %q: %v", r, err)
+		}
+	}
+	for _, r := range l.Constraints {
+		if _, err := pep508.ParseRequirement(r); err != nil {
+			return invalid("constraint %q: %v", r, err)
+		}
+	}
+	seen := map[string]bool{}
+	for i, p := range l.Packages {
+		where := fmt.Sprintf("packages[%d] (%s)", i, p.Name)
+		if p.Name == "" || pep508.NormalizeName(p.Name) != p.Name {
+			return invalid("%s: name must be PEP 503-normalized", where)
+		}
+		if seen[p.Name] {
+			return invalid("%s: listed twice; a layer holds one version of each name", where)
+		}
+		seen[p.Name] = true
+		v, err := pep440.Parse(p.Version)
+		if err != nil {
+			return invalid("%s: version: %v", where, err)
+		}
+		fn, err := wheel.ParseFilename(p.Filename)
+		if err != nil {
+			return invalid("%s: %v", where, err)
+		}
+		if fn.Project() != p.Name {
+			return invalid("%s: wheel %s is not of this project", where, p.Filename)
+		}
+		if fv, err := pep440.Parse(fn.Version); err != nil || !fv.Equal(v) {
+			return invalid("%s: wheel %s is not version %s", where, p.Filename, p.Version)
+		}
+		if !hexSHA256.MatchString(p.SHA256) {
+			return invalid("%s: sha256 must be 64 lowercase hex digits", where)
+		}
+		if p.Size <= 0 {
+			return invalid("%s: size must be positive", where)
+		}
+		if p.URL == "" || hasUserinfo(p.URL) {
+			return invalid("%s: url must be set and carry no credentials", where)
+		}
+		if len(p.RequiredBy) == 0 {
+			return invalid("%s: required_by is empty", where)
+		}
+	}
+	return nil
+}
+
+func hasUserinfo(raw string) bool {
+	u, err := url.Parse(raw)
+	return err != nil || u.User != nil
+}
+
+// Canonical is the lock's canonical bytes: normalized, indented JSON with a final newline.
+// The key is computed over exactly these bytes, and they are what pylayer writes.
+func (l *Lock) Canonical() ([]byte, error) {
+	c := *l
+	c.Packages = append([]Package(nil), l.Packages...)
+	c.Normalize()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(&c); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Key is the sha256 (hex) of the canonical bytes.
+func (l *Lock) Key() (string, error) {
+	b, err := l.Canonical()
+	if err != nil {
+		return "", err
+	}
+	return KeyOf(b), nil
+}
+
+// KeyOf is the key of canonical lock bytes.
+func KeyOf(canonical []byte) string {
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:])
+}
+
+// MaxBytes bounds a lock file; real locks are a few hundred KiB at most.
+const MaxBytes = 16 << 20
+
+// Parse reads a lock strictly: unknown fields, trailing data and invalid content are errors.
+// The bytes need not be canonical (a reformatted lock has the same key).
+func Parse(b []byte) (*Lock, error) {
+	if len(b) > MaxBytes {
+		return nil, invalid("%d bytes, more than the %d a lock may have", len(b), MaxBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var l Lock
+	if err := dec.Decode(&l); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if dec.More() {
+		return nil, invalid("trailing data after the lock object")
+	}
+	l.Normalize()
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// ReadFile parses the lock at path.
+func ReadFile(path string) (*Lock, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading lock: %w", err)
+	}
+	l, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return l, nil
+}
+
+// WriteFile writes the canonical lock to path atomically (temp file, fsync, rename) and
+// returns its key. On error nothing is left at path or beside it.
+func WriteFile(path string, l *Lock) (string, error) {
+	b, err := l.Canonical()
+	if err != nil {
+		return "", err
+	}
+	if err := WriteAtomic(path, b, 0o644); err != nil {
+		return "", fmt.Errorf("writing lock: %w", err)
+	}
+	return KeyOf(b), nil
+}
+
+// WriteAtomic writes data to path through a temp file in the same directory.
+func WriteAtomic(path string, data []byte, mode os.FileMode) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	ok = true
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// Find returns the package named name (normalized), or nil.
+func (l *Lock) Find(name string) *Package {
+	for i := range l.Packages {
+		if l.Packages[i].Name == name {
+			return &l.Packages[i]
+		}
+	}
+	return nil
+}
