@@ -1,0 +1,106 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/oci"
+)
+
+type buildFlags struct {
+	indexURL    string
+	interpreter string
+	out         string
+}
+
+func newBuildCmd(g *globals) *cobra.Command {
+	f := &buildFlags{}
+	cmd := &cobra.Command{
+		Use:   "build LOCK -o oci:DIR",
+		Short: "Build the layer artifact of a lock into an OCI layout; prints the manifest digest",
+		Long: `Build the OCI artifact of a lock: the lock as config, one reproducible layer blob per
+wheel. Wheels are fetched once into the wheelhouse (hash checked) and installed once per
+wheel and options; a layer whose key is already in the output is not built again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBuild(cmd, g, f, args[0])
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "index to fetch missing wheels from (default $PYLAYER_INDEX_URL; else the lock's URLs)")
+	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix (or python3 binary) to compile .pyc with")
+	fl.StringVarP(&f.out, "output", "o", "", "output, oci:DIR (an OCI image layout directory)")
+	return cmd
+}
+
+type buildResult struct {
+	Digest string `json:"digest"`
+	Tag    string `json:"tag"`
+	Key    string `json:"key"`
+	Layout string `json:"layout"`
+	Built  bool   `json:"built"` // false when the layout already had this key
+}
+
+func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) error {
+	ctx := cmd.Context()
+	dir, ok := strings.CutPrefix(f.out, "oci:")
+	if !ok || dir == "" {
+		return errors.New("-o: want oci:DIR, an OCI image layout directory (pushing to a registry is `pylayer publish`)")
+	}
+	l, err := lock.ReadFile(lockPath)
+	if err != nil {
+		return err
+	}
+	key, err := l.Key()
+	if err != nil {
+		return err
+	}
+	tag := string(l.Kind) + "-" + key
+	layout, err := oci.OpenLayout(dir)
+	if err != nil {
+		return err
+	}
+	res := buildResult{Tag: tag, Key: key, Layout: dir}
+	if d, err := layout.Resolve(ctx, tag); err == nil {
+		if _, _, err := layout.Manifest(ctx, d.Digest); err == nil {
+			res.Digest = d.Digest.String()
+			return g.print(cmd.OutOrStdout(), res, res.Digest)
+		}
+	}
+	cache, err := g.cacheDir()
+	if err != nil {
+		return err
+	}
+	interp, err := build.Interpreter(f.interpreter)
+	if err != nil {
+		return err
+	}
+	b := &build.Builder{Root: filepath.Join(cache, "build"), Options: build.Options{Interpreter: interp}}
+	if f.indexURL != "" {
+		c, err := index.New(f.indexURL)
+		if err != nil {
+			return fmt.Errorf("--index-url: %w", err)
+		}
+		b.Fetcher = c
+	} else if len(l.Packages) > 0 {
+		c, err := index.New(l.Packages[0].URL)
+		if err != nil {
+			return fmt.Errorf("no --index-url, and the lock's URL is unusable: %w", err)
+		}
+		b.Fetcher = c
+	}
+	desc, err := oci.BuildLayer(ctx, b, l, layout, tag)
+	if err != nil {
+		return err
+	}
+	res.Digest, res.Built = desc.Digest.String(), true
+	return g.print(cmd.OutOrStdout(), res, res.Digest)
+}

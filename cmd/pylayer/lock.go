@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/pep440"
+	"github.com/pylayer/pylayer/layers/pep508"
+	"github.com/pylayer/pylayer/layers/resolve"
+	"github.com/pylayer/pylayer/layers/target"
+)
+
+type lockFlags struct {
+	reqFiles    []string
+	constraints []string
+	indexURL    string
+	python      string
+	platform    string
+	pythonFrom  string
+	kind        string
+	pre         bool
+	out         string
+}
+
+func newLockCmd(g *globals) *cobra.Command {
+	f := &lockFlags{}
+	cmd := &cobra.Command{
+		Use:   "lock [REQ ...] -o FILE",
+		Short: "Resolve requirements to wheels and write a lock; prints its key",
+		Long: `Resolve requirements (wheels only) for a target and write the canonical lock.
+The key, the sha256 of the lock's canonical bytes, is printed on stdout.
+
+An ext layer is the delta over a base: give the base lock with -c BASE.lock.json and
+--kind ext. With another kind, a lock given to -c constrains versions; a .txt file given to
+-c is a pip-style constraints file. Constraints narrow, they never add a package.`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runLock(cmd, g, f, args)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&f.reqFiles, "requirement", "r", nil, "read requirements from a requirements.txt file (repeatable)")
+	fl.StringArrayVarP(&f.constraints, "constraint", "c", nil, "constrain versions with a lock (.json) or constraints file (repeatable)")
+	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "simple-API index URL (default $PYLAYER_INDEX_URL)")
+	fl.StringVar(&f.python, "python", "", "target Python version, e.g. 3.11 or 3.11.7")
+	fl.StringVar(&f.platform, "platform", "", "target platform floor, e.g. manylinux_2_28_x86_64")
+	fl.StringVar(&f.pythonFrom, "python-from", "", "probe the target from this interpreter instead of --python/--platform")
+	fl.StringVar(&f.kind, "kind", "base", "layer kind: base, ext (delta over -c BASE.lock.json) or iso")
+	fl.BoolVar(&f.pre, "pre", false, "allow pre-releases for every package")
+	fl.StringVarP(&f.out, "output", "o", "", "where to write the lock (required)")
+	return cmd
+}
+
+type lockResult struct {
+	Key      string        `json:"key"`
+	Lock     string        `json:"lock"`
+	Kind     string        `json:"kind"`
+	Base     string        `json:"base,omitempty"`
+	Packages []pkgVersion  `json:"packages"`
+	Target   target.Target `json:"target"`
+}
+
+type pkgVersion struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error {
+	ctx := cmd.Context()
+	if f.out == "" {
+		return errors.New("-o FILE is required: where to write the lock")
+	}
+	if f.indexURL == "" {
+		return errors.New("--index-url is required (or set PYLAYER_INDEX_URL)")
+	}
+	kind, err := lock.ParseKind(f.kind)
+	if err != nil {
+		return fmt.Errorf("--kind: %w", err)
+	}
+	var reqs []pep508.Requirement
+	for _, a := range args {
+		r, err := pep508.ParseRequirement(a)
+		if err != nil {
+			return fmt.Errorf("requirement %q: %w", a, err)
+		}
+		reqs = append(reqs, r)
+	}
+	for _, path := range f.reqFiles {
+		lines, err := pep508.ParseRequirementsFile(ctx, path)
+		if err != nil {
+			return err
+		}
+		for _, l := range lines {
+			reqs = append(reqs, l.Req)
+		}
+	}
+	if len(reqs) == 0 {
+		return errors.New("nothing to lock: give requirements as arguments or with -r FILE")
+	}
+
+	var base *lock.Lock
+	var baseKey string
+	var constraints []pep508.Requirement
+	for _, path := range f.constraints {
+		if strings.HasSuffix(path, ".json") {
+			l, err := lock.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("-c: %w", err)
+			}
+			if kind == lock.KindExt {
+				if base != nil {
+					return errors.New("-c: an ext layer has exactly one base lock")
+				}
+				if l.Kind != lock.KindBase {
+					return fmt.Errorf("-c %s: an ext layer stacks on a base lock, this one is %s", path, l.Kind)
+				}
+				base = l
+				if baseKey, err = l.Key(); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, p := range l.Packages {
+				constraints = append(constraints, pep508.Requirement{Name: p.Name, Specifier: mustSpec("==" + p.Version)})
+			}
+			continue
+		}
+		lines, err := pep508.ParseRequirementsFile(ctx, path)
+		if err != nil {
+			return fmt.Errorf("-c: %w", err)
+		}
+		for _, l := range lines {
+			constraints = append(constraints, l.Req)
+		}
+	}
+	if kind == lock.KindExt && base == nil {
+		return errors.New("an ext layer needs its base: give -c BASE.lock.json")
+	}
+
+	tgt, err := resolveTarget(cmd, f, base)
+	if err != nil {
+		return err
+	}
+	client, err := index.New(f.indexURL)
+	if err != nil {
+		return fmt.Errorf("--index-url: %w", err)
+	}
+	opts := resolve.Options{Target: tgt, Constraints: constraints, Pre: f.pre}
+	if base != nil {
+		for _, p := range base.Packages {
+			v, err := pep440.Parse(p.Version)
+			if err != nil {
+				return err
+			}
+			opts.Base = append(opts.Base, resolve.Pin{Name: p.Name, Version: v, File: index.File{Project: p.Name, Filename: p.Filename, URL: p.URL, SHA256: p.SHA256, Size: p.Size}})
+		}
+	}
+	resolved, err := resolve.Resolve(ctx, client, reqs, opts)
+	if err != nil {
+		return fmt.Errorf("cannot lock: %w", err)
+	}
+
+	cache, err := g.cacheDir()
+	if err != nil {
+		return err
+	}
+	wh := &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: client}
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: kind, Base: baseKey, Target: tgt}
+	for _, r := range reqs {
+		l.Requirements = append(l.Requirements, r.String())
+	}
+	for _, c := range constraints {
+		l.Constraints = append(l.Constraints, c.String())
+	}
+	res := lockResult{Lock: f.out, Kind: string(kind), Base: baseKey, Target: tgt}
+	for _, r := range resolved {
+		if r.File.SHA256 == "" {
+			return fmt.Errorf("the index gives no sha256 for %s: pylayer only locks files with hashes", r.File.Filename)
+		}
+		p := lock.Package{Name: r.Name, Version: r.Version.String(), Filename: r.File.Filename, URL: r.File.URL, SHA256: r.File.SHA256, Size: r.File.Size, RequiredBy: r.RequiredBy}
+		if p.Size <= 0 {
+			// The index did not say (PEP 503 HTML has no sizes): fetch it into the wheelhouse,
+			// where the build will want it anyway, hash checked.
+			path, err := wh.Wheel(ctx, p)
+			if err != nil {
+				return err
+			}
+			fi, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			p.Size = fi.Size()
+		}
+		l.Packages = append(l.Packages, p)
+		res.Packages = append(res.Packages, pkgVersion{p.Name, p.Version})
+	}
+	key, err := lock.WriteFile(f.out, l)
+	if err != nil {
+		return err
+	}
+	res.Key = key
+	return g.print(cmd.OutOrStdout(), res, key)
+}
+
+func resolveTarget(cmd *cobra.Command, f *lockFlags, base *lock.Lock) (target.Target, error) {
+	var (
+		t   target.Target
+		err error
+	)
+	switch {
+	case f.pythonFrom != "":
+		if f.python != "" || f.platform != "" {
+			return t, errors.New("give either --python-from or --python/--platform, not both")
+		}
+		t, err = target.Probe(cmd.Context(), f.pythonFrom)
+		if err != nil {
+			return t, fmt.Errorf("--python-from: %w", err)
+		}
+	case f.python != "" || f.platform != "":
+		if f.python == "" || f.platform == "" {
+			return t, errors.New("--python and --platform go together (e.g. --python 3.11 --platform manylinux_2_28_x86_64)")
+		}
+		t, err = target.FromFlags(f.python, f.platform)
+		if err != nil {
+			return t, err
+		}
+	case base != nil:
+		return base.Target, nil
+	default:
+		return t, errors.New("no target: give --python 3.11 --platform manylinux_2_28_x86_64, or --python-from /path/to/python3")
+	}
+	if base != nil && !sameTarget(t, base.Target) {
+		return t, fmt.Errorf("the target differs from the base lock's (%s); an ext layer is built for its base's target: drop --python/--platform", base.Target.String())
+	}
+	return t, nil
+}
+
+func sameTarget(a, b target.Target) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
+
+func mustSpec(s string) pep440.SpecifierSet {
+	spec, err := pep440.ParseSpecifierSet(s)
+	if err != nil {
+		panic(err)
+	}
+	return spec
+}

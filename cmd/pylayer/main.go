@@ -1,0 +1,21 @@
+// Command pylayer builds Python environments as signed, content-addressed OCI layers and
+// runs sandboxed sessions on them. See the README.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pylayer: error:", err)
+		os.Exit(1)
+	}
+}

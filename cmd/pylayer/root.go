@@ -1,0 +1,71 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/internal/logctx"
+)
+
+// globals are the flags every command shares.
+type globals struct {
+	json    bool
+	verbose bool
+	cache   string
+}
+
+func newRootCmd() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "pylayer",
+		Short:         "Python environments as signed, content-addressed OCI layers for sandboxed sessions",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			level := slog.LevelInfo
+			if g.verbose {
+				level = slog.LevelDebug
+			}
+			l := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			cmd.SetContext(logctx.With(cmd.Context(), l))
+		},
+	}
+	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON on stdout")
+	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log progress and decisions to stderr")
+	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else the per-user cache dir)")
+	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g))
+	return root
+}
+
+// cacheDir is --cache, else $PYLAYER_CACHE, else <user cache dir>/pylayer.
+func (g *globals) cacheDir() (string, error) {
+	if g.cache != "" {
+		return filepath.Abs(g.cache)
+	}
+	if c := os.Getenv("PYLAYER_CACHE"); c != "" {
+		return filepath.Abs(c)
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache directory: set --cache or PYLAYER_CACHE (%v)", err)
+	}
+	return filepath.Join(d, "pylayer"), nil
+}
+
+// print writes the result: v as JSON with --json, else text.
+func (g *globals) print(w io.Writer, v any, text string) error {
+	if g.json {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(v)
+	}
+	_, err := fmt.Fprintln(w, text)
+	return err
+}

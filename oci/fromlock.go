@@ -1,0 +1,106 @@
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/lock"
+)
+
+// LayerArtifact builds (or reuses) the trees of l's wheels, packs each into a reproducible
+// layer blob cached beside the trees, and returns the artifact of the lock.
+func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifact, error) {
+	canon, err := l.Canonical()
+	if err != nil {
+		return Artifact{}, err
+	}
+	trees, err := b.Trees(ctx, l)
+	if err != nil {
+		return Artifact{}, err
+	}
+	blobs := make([]LayerBlob, len(trees))
+	errs := make([]error, len(trees))
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var wg sync.WaitGroup
+	for i, t := range trees {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			blobs[i], errs[i] = treeBlob(ctx, filepath.Join(b.Root, "blobs"), t)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			return Artifact{}, fmt.Errorf("packing %s: %w", trees[i].Package.Filename, err)
+		}
+	}
+	ann := map[string]string{
+		AnnotationKind:     string(l.Kind),
+		AnnotationKey:      lock.KeyOf(canon),
+		AnnotationPython:   l.Target.Python,
+		AnnotationPlatform: l.Target.Platform,
+	}
+	if l.Base != "" {
+		ann[AnnotationBase] = l.Base
+	}
+	return Artifact{ArtifactType: ArtifactTypeLayer, Config: canon, Layers: blobs, Annotations: ann}, nil
+}
+
+// BuildLayer builds l's artifact into layout under tag and returns the manifest descriptor.
+func BuildLayer(ctx context.Context, b *build.Builder, l *lock.Lock, layout *Layout, tag string) (v1.Descriptor, error) {
+	a, err := LayerArtifact(ctx, b, l)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return layout.Put(ctx, a, tag)
+}
+
+// treeBlob packs a tree once: the blob and its descriptor are cached under dir by tree key.
+func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) {
+	blob := filepath.Join(dir, t.Key+".tar.gz")
+	meta := filepath.Join(dir, t.Key+".json")
+	lb := LayerBlob{Path: blob, Title: t.Package.Filename, WheelSHA256: t.Package.SHA256}
+	if b, err := os.ReadFile(meta); err == nil {
+		if json.Unmarshal(b, &lb.Desc) == nil {
+			if fi, err := os.Stat(blob); err == nil && fi.Size() == lb.Desc.Size {
+				return lb, nil
+			}
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return lb, err
+	}
+	f, err := os.CreateTemp(dir, ".tmp-"+t.Key[:16]+"-*")
+	if err != nil {
+		return lb, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	desc, _, err := TarTree(ctx, t.Dir, f)
+	if err != nil {
+		return lb, err
+	}
+	if err := f.Sync(); err != nil {
+		return lb, err
+	}
+	if err := os.Rename(f.Name(), blob); err != nil {
+		return lb, err
+	}
+	lb.Desc = desc
+	b, err := json.Marshal(desc)
+	if err != nil {
+		return lb, err
+	}
+	return lb, lock.WriteAtomic(meta, b, 0o644)
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The main job end to end, as far as pylayer goes today: serve real wheels as a local index,
+# lock the office set, build its layer artifact reproducibly, and import from it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=.demo
+rm -rf "$work"; mkdir -p "$work"
+step() { printf '\n== %s\n' "$*"; }
+PY=/usr/bin/python3.11
+
+step "1. fixture wheels: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter repacked, plus Debian's pip/setuptools/wheel"
+go run ./test/cmd/mkindex -out "$work/index" -office
+ls "$work/index"
+
+step "2. serve them as a PEP 503/691/658 index on 127.0.0.1"
+bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
+srv=$!
+trap 'kill $srv 2>/dev/null || true' EXIT
+for _ in $(seq 100); do [ -s "$work/index.url" ] && break; sleep 0.05; done
+url=$(cat "$work/index.url"); echo "index: $url"
+
+step "3. lock python-docx, openpyxl and xlsxwriter for CPython 3.11 on manylinux_2_28_x86_64"
+key=$(bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" \
+  --python 3.11 --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" --cache "$work/cache-a")
+echo "key: $key"
+python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); [print(f"  {p[\"name\"]}=={p[\"version\"]}  {p[\"filename\"]}  required by {\", \".join(p[\"required_by\"])}") for p in l["packages"]]' "$work/office.lock.json"
+
+step "4. build the layer artifact (one reproducible blob per wheel, .pyc compiled by $PY)"
+d1=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-a" --cache "$work/cache-a")
+echo "manifest: $d1"
+
+step "5. build again from scratch, in another directory and another cache: same digest"
+d2=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-b" --cache "$work/cache-b")
+echo "manifest: $d2"
+[ "$d1" = "$d2" ] || { echo "NOT REPRODUCIBLE: $d1 != $d2"; exit 1; }
+echo "identical"
+
+step "6. build once more into the first layout: the key is there, nothing is rebuilt"
+time bin/pylayer build "$work/office.lock.json" --index-url "$url" -o "oci:$work/oci-a" --cache "$work/cache-a"
+
+step "7. the artifact: config = the lock, one layer per wheel"
+python3 - "$work/oci-a" "$d1" <<'PY'
+import json, sys, os
+lay, dig = sys.argv[1], sys.argv[2]
+m = json.load(open(os.path.join(lay, "blobs", *dig.split(":"))))
+print("artifactType:", m["artifactType"])
+print("config:", m["config"]["mediaType"], m["config"]["digest"][:19])
+for l in m["layers"]:
+    print("  layer", l["digest"][:19], l["size"], "bytes", l["annotations"]["org.opencontainers.image.title"])
+print("annotations:", json.dumps(m["annotations"], sort_keys=True))
+PY
+
+step "8. unpack the layers and use them: write a .docx and an .xlsx"
+mkdir -p "$work/root" "$work/out"
+python3 - "$work/oci-a" "$d1" "$work/root" <<'PY'
+import json, sys, os, tarfile
+lay, dig, root = sys.argv[1:]
+m = json.load(open(os.path.join(lay, "blobs", *dig.split(":"))))
+for l in m["layers"]:
+    with tarfile.open(os.path.join(lay, "blobs", *l["digest"].split(":"))) as t:
+        t.extractall(root, filter="data")
+PY
+PYTHONPATH="$work/root/site-packages" $PY - "$work/out" <<'PY'
+import sys, docx, openpyxl, xlsxwriter, lxml.etree
+out = sys.argv[1]
+d = docx.Document(); d.add_heading("pylayer demo", 0); d.add_paragraph("written from a layer"); d.save(f"{out}/demo.docx")
+wb = openpyxl.Workbook(); wb.active["A1"] = "pylayer"; wb.save(f"{out}/demo.xlsx")
+print("imported", docx.__file__.split("site-packages/")[1], "and", openpyxl.__name__, openpyxl.__version__)
+PY
+python3 - "$work/out" <<'PY'
+import sys, zipfile, xml.dom.minidom as m
+out = sys.argv[1]
+for f, part in (("demo.docx", "word/document.xml"), ("demo.xlsx", "xl/workbook.xml")):
+    z = zipfile.ZipFile(f"{out}/{f}")
+    names = z.namelist()
+    assert "[Content_Types].xml" in names and part in names, names
+    for n in names:
+        if n.endswith(".xml") or n.endswith(".rels"):
+            m.parseString(z.read(n))
+    print(f"{f}: valid OOXML ({len(names)} parts, {part} parses)")
+PY
+echo; echo "demo ok"
