@@ -207,7 +207,7 @@ func validName(name string) error {
 func (b *Builder) installOptions(ctx context.Context, python string) (wheel.InstallOptions, string, error) {
 	opts := wheel.InstallOptions{
 		PythonVersion:   python, // pip's versioned scripts: pip3.11, easy_install-3.11
-		Requested:       true, // always, so a wheel's tree (and blob) is the same in every layer
+		Requested:       true,   // always, so a wheel's tree (and blob) is the same in every layer
 		Interpreter:     b.Options.Interpreter,
 		ScriptShebang:   ScriptShebang,
 		SitePackagesDir: SitePackagesDir,
