@@ -184,6 +184,12 @@ func (r *resolver) solve(ctx context.Context, st *state) (*state, error) {
 		name := e.req.Key()
 		st.reqs[name] = append(st.reqs[name], e)
 		ch, ok := st.chosen[name]
+		if ok && !ch.base && !e.req.Specifier.Contains(ch.cand.version, true) {
+			// Like resolvelib, re-pin a project whose pin a new requirement rules out, choosing
+			// again with everything now known about it (which may admit a pre-release).
+			delete(st.chosen, name)
+			ok = false
+		}
 		if !ok {
 			// Gather every pending requirement on this name: pip merges all it knows before pinning.
 			rest := st.queue[:0:0]
