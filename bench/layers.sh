@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-5}
 PY=/usr/bin/python3.11
 work=.bench; rm -rf "$work"; mkdir -p "$work"
-go run ./test/cmd/mkindex -out "$work/index" -office >/dev/null
+go run ./test/cmd/mkindex -out "$work/index" >/dev/null
 bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/url" 2>/dev/null &
 srv=$!; trap 'kill $srv 2>/dev/null || true' EXIT
 for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done

@@ -9,7 +9,7 @@ step() { printf '\n== %s\n' "$*"; }
 PY=/usr/bin/python3.11
 
 step "1. fixture wheels: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter repacked, plus Debian's pip/setuptools/wheel"
-go run ./test/cmd/mkindex -out "$work/index" -office
+go run ./test/cmd/mkindex -out "$work/index" >/dev/null
 ls "$work/index"
 
 step "2. serve them as a PEP 503/691/658 index on 127.0.0.1"
@@ -23,7 +23,11 @@ step "3. lock python-docx, openpyxl and xlsxwriter for CPython 3.11 on manylinux
 key=$(bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" \
   --python 3.11 --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" --cache "$work/cache-a")
 echo "key: $key"
-python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); [print(f"  {p[\"name\"]}=={p[\"version\"]}  {p[\"filename\"]}  required by {\", \".join(p[\"required_by\"])}") for p in l["packages"]]' "$work/office.lock.json"
+python3 - "$work/office.lock.json" <<'PY'
+import json, sys
+for p in json.load(open(sys.argv[1]))["packages"]:
+    print(f"  {p['name']}=={p['version']}  {p['filename']}  required by {', '.join(p['required_by'])}")
+PY
 
 step "4. build the layer artifact (one reproducible blob per wheel, .pyc compiled by $PY)"
 d1=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-a" --cache "$work/cache-a")

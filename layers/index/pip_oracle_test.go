@@ -122,3 +122,35 @@ func TestPipAcceptsServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDebianPipAcceptsJSON: Debian bookworm's pip 23.0.1 crashes on a PEP 691 page whose
+// "dist-info-metadata" is a dict (the bug behind PEP 714), so the server must not send it.
+func TestDebianPipAcceptsJSON(t *testing.T) {
+	const debianPython = "/usr/bin/python3.11"
+	if _, err := os.Stat("/usr/lib/python3/dist-packages/pip"); err != nil {
+		out, err := exec.Command("apt-get", "install", "-y", "-qq", "python3-pip").CombinedOutput()
+		if err != nil {
+			t.Fatalf("Debian's pip is needed for this test and could not be installed: %v\n%s", err, out)
+		}
+	}
+	dir := t.TempDir()
+	writeWheel(t, dir, wheelSpec{name: "demo_pkg", version: "1.0"})
+	srv, err := NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	dest := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, debianPython, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+		"--dest", dest, "--index-url", ts.URL+"/simple/", "demo-pkg")
+	cmd.Env = pipEnv(t)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("Debian's pip failed against our index: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dest, "demo_pkg-1.0-py3-none-any.whl")); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -72,14 +72,16 @@ func renderProject(mt, project string, files []listing) []byte {
 			Size           int64             `json:"size"`
 			Yanked         any               `json:"yanked"`
 			CoreMetadata   any               `json:"core-metadata"`
-			DistInfo       any               `json:"dist-info-metadata"`
+			// No "dist-info-metadata" key: pip 23.0 (Debian bookworm's) crashes on its dict
+			// form, which is why PEP 714 renamed it; clients that know only the old key fall
+			// back to reading METADATA from the wheel.
 		}
 		out := make([]jf, 0, len(files))
 		seen := map[string]bool{}
 		var versions []string
 		for _, f := range files {
 			e := jf{Filename: f.name, URL: fileHref(f.name), Hashes: map[string]string{"sha256": f.sha256},
-				RequiresPython: f.reqPy, Size: f.size, Yanked: false, CoreMetadata: false, DistInfo: false}
+				RequiresPython: f.reqPy, Size: f.size, Yanked: false, CoreMetadata: false}
 			if f.yanked {
 				e.Yanked = true
 				if f.reason != "" {
@@ -88,7 +90,6 @@ func renderProject(mt, project string, files []listing) []byte {
 			}
 			if f.metaSum != "" {
 				e.CoreMetadata = map[string]string{"sha256": f.metaSum}
-				e.DistInfo = e.CoreMetadata
 			}
 			out = append(out, e)
 			if !seen[f.version] {
