@@ -1,0 +1,244 @@
+package sign
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"unicode"
+
+	ggcr "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/sigstore/sigstore/pkg/signature/options"
+	"github.com/sigstore/sigstore/pkg/signature/payload"
+)
+
+// Store is the part of a repository that signing and verification need. registry.Repo
+// (a remote registry or an OCI layout) satisfies it.
+//
+// Resolve must return an error wrapping oci.ErrNotFound for a tag that does not exist
+// (and only then): that is how an unsigned artifact is told apart from a failure.
+// Manifest and Blob must verify what they return against the descriptor's digest.
+type Store interface {
+	// Name is the repository, e.g. "127.0.0.1:5000/team/pylayer" or "oci:/abs/dir".
+	Name() string
+	Resolve(ctx context.Context, tag string) (v1.Descriptor, error)
+	Manifest(ctx context.Context, d v1.Descriptor) ([]byte, error)
+	Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error)
+	PushBlob(ctx context.Context, d v1.Descriptor, open func() (io.ReadCloser, error)) (bool, error)
+	PushManifest(ctx context.Context, raw []byte, mediaType, tag string) (v1.Descriptor, error)
+}
+
+// SignatureTag is the tag of the signature manifest of the manifest with digest d:
+// sha256-<hex>.sig, as cosign names it.
+func SignatureTag(d digest.Digest) string {
+	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
+}
+
+// Payload returns the simple signing payload that a signature of subject carries,
+// byte for byte as cosign writes it:
+//
+//	{"critical":{"identity":{"docker-reference":REF},"image":{"docker-manifest-digest":DIGEST},"type":"cosign container image signature"},"optional":null}
+func Payload(subject digest.Digest, dockerReference string) ([]byte, error) {
+	if err := checkSubject(subject); err != nil {
+		return nil, err
+	}
+	if err := checkReference(dockerReference); err != nil {
+		return nil, err
+	}
+	p := payload.SimpleContainerImage{
+		Critical: payload.Critical{
+			Identity: payload.Identity{DockerReference: dockerReference},
+			Image:    payload.Image{DockerManifestDigest: subject.String()},
+			Type:     payload.CosignSignatureType,
+		},
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encoding signature payload: %w", err)
+	}
+	return b, nil
+}
+
+// Sign signs the manifest described by subject and stores the signature in s under
+// SignatureTag(subject.Digest), appending it to the signatures already there (the
+// manifest bytes are what cosign's own `cosign sign` would write). dockerReference is
+// the identity the payload claims, "" for s.Name(). If the tag already holds a
+// signature of the same payload that signer's key verifies, nothing is written (the
+// same duplicate rule cosign applies). It returns the signature manifest's descriptor.
+//
+// Nothing depends on the time. Two signers appending to one tag at the same moment can
+// lose one signature (registries have no compare-and-swap); sign from one place.
+func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference string, signer Signer) (v1.Descriptor, error) {
+	if signer == nil {
+		return v1.Descriptor{}, errors.New("signing: no signer")
+	}
+	if dockerReference == "" {
+		dockerReference = s.Name()
+	}
+	body, err := Payload(subject.Digest, dockerReference)
+	if err != nil {
+		return v1.Descriptor{}, fmt.Errorf("signing: %w", err)
+	}
+	tag := SignatureTag(subject.Digest)
+	fail := func(err error) (v1.Descriptor, error) {
+		return v1.Descriptor{}, fmt.Errorf("signing %s@%s: %w", s.Name(), subject.Digest, err)
+	}
+
+	base, baseDesc, err := readSignatureManifest(ctx, s, tag)
+	if err != nil && !errors.Is(err, oci.ErrNotFound) {
+		return fail(err)
+	}
+	var baseConfig []byte
+	if base != nil {
+		if d := base.Config(); d.MediaType == string(types.OCIConfigJSON) || d.MediaType == string(types.DockerConfigJSON) {
+			if baseConfig, err = readBlob(ctx, s, d, maxManifestSize); err != nil {
+				return fail(fmt.Errorf("reading config of %s: %w", tag, err))
+			}
+		}
+		if dup := findDuplicate(ctx, base, body, signer); dup {
+			return baseDesc, nil
+		}
+	}
+
+	sig, err := signer.SignMessage(bytes.NewReader(body), options.WithContext(ctx))
+	if err != nil {
+		return fail(fmt.Errorf("signing payload: %w", err))
+	}
+	h, _, err := ggcr.SHA256(bytes.NewReader(body))
+	if err != nil {
+		return fail(err)
+	}
+	layer := ggcr.Descriptor{
+		MediaType:   MediaTypeSimpleSigning,
+		Size:        int64(len(body)),
+		Digest:      h,
+		Annotations: map[string]string{AnnotationSignature: base64.StdEncoding.EncodeToString(sig)},
+	}
+	manifest, config, err := appendSignature(base, baseConfig, layer)
+	if err != nil {
+		return fail(err)
+	}
+	mediaType := string(types.OCIManifestSchema1)
+	if base != nil {
+		mediaType = base.MediaType()
+	}
+	sm, err := ParseSignatureManifest(manifest)
+	if err != nil {
+		return fail(err) // cannot happen: appendSignature writes what the parser accepts
+	}
+	for _, blob := range []struct {
+		d v1.Descriptor
+		b []byte
+	}{{toSpec(layer), body}, {sm.Config(), config}} {
+		if blob.b == nil {
+			continue // a config that is not an image config is kept as it is
+		}
+		blob.d.Annotations = nil
+		if _, err := s.PushBlob(ctx, blob.d, func() (io.ReadCloser, error) {
+			return io.NopCloser(bytes.NewReader(blob.b)), nil
+		}); err != nil {
+			return fail(fmt.Errorf("pushing blob %s: %w", blob.d.Digest, err))
+		}
+	}
+	d, err := s.PushManifest(ctx, manifest, mediaType, tag)
+	if err != nil {
+		return fail(fmt.Errorf("pushing %s: %w", tag, err))
+	}
+	return d, nil
+}
+
+// findDuplicate reports whether base already holds a signature of body that the
+// signer's own key verifies.
+func findDuplicate(ctx context.Context, base *SignatureManifest, body []byte, signer Signer) bool {
+	want := digest.FromBytes(body)
+	for _, l := range base.Signatures() {
+		if l.Desc.Digest != want || len(l.Desc.Annotations) != 1 {
+			continue
+		}
+		sig, err := base64.StdEncoding.DecodeString(l.Base64Signature)
+		if err != nil {
+			continue
+		}
+		if signer.VerifySignature(bytes.NewReader(sig), bytes.NewReader(body), options.WithContext(ctx)) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// readSignatureManifest resolves and parses the signature manifest tagged tag. A
+// missing tag returns an error wrapping oci.ErrNotFound.
+func readSignatureManifest(ctx context.Context, s Store, tag string) (*SignatureManifest, v1.Descriptor, error) {
+	d, err := s.Resolve(ctx, tag)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("resolving %s: %w", tag, err)
+	}
+	if d.Size > maxManifestSize {
+		return nil, v1.Descriptor{}, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidSignatureManifest, tag, d.Size, maxManifestSize)
+	}
+	raw, err := s.Manifest(ctx, d)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("reading %s: %w", tag, err)
+	}
+	if digest.FromBytes(raw) != d.Digest {
+		return nil, v1.Descriptor{}, fmt.Errorf("reading %s: %w: manifest bytes do not hash to %s", tag, oci.ErrDigestMismatch, d.Digest)
+	}
+	sm, err := ParseSignatureManifest(raw)
+	if err != nil {
+		return nil, v1.Descriptor{}, fmt.Errorf("tag %s: %w (it is not a cosign signature manifest; delete the tag to sign again)", tag, err)
+	}
+	return sm, d, nil
+}
+
+// readBlob reads a blob of at most limit bytes and checks its size and digest, whether
+// or not the store already did.
+func readBlob(ctx context.Context, s Store, d v1.Descriptor, limit int64) ([]byte, error) {
+	if d.Size < 0 || d.Size > limit {
+		return nil, fmt.Errorf("blob %s: size %d is not between 0 and %d", d.Digest, d.Size, limit)
+	}
+	rc, err := s.Blob(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading blob %s: %w", d.Digest, err)
+	}
+	if int64(len(b)) != d.Size {
+		return nil, fmt.Errorf("blob %s: %w: got %d bytes, want %d", d.Digest, oci.ErrSizeMismatch, len(b), d.Size)
+	}
+	if got := digest.FromBytes(b); got != d.Digest {
+		return nil, fmt.Errorf("blob %s: %w: content hashes to %s", d.Digest, oci.ErrDigestMismatch, got)
+	}
+	return b, nil
+}
+
+func checkSubject(d digest.Digest) error {
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("%w: subject %q: %v", oci.ErrInvalidDigest, string(d), err)
+	}
+	if d.Algorithm() != digest.SHA256 {
+		return fmt.Errorf("%w: subject %q: only sha256 digests are supported", oci.ErrInvalidDigest, string(d))
+	}
+	return nil
+}
+
+func checkReference(ref string) error {
+	if ref == "" || len(ref) > 1024 {
+		return fmt.Errorf("docker reference %q: must be 1 to 1024 characters", ref)
+	}
+	for _, r := range ref {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return fmt.Errorf("docker reference %q: must not contain spaces or control characters", ref)
+		}
+	}
+	return nil
+}
