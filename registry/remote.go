@@ -1,0 +1,378 @@
+package registry
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// maxManifest bounds manifest documents, as registries do (4 MiB).
+const maxManifest = 4 << 20
+
+// manifestAccept lists the manifest media types pylayer reads.
+var manifestAccept = strings.Join([]string{
+	v1.MediaTypeImageManifest, v1.MediaTypeImageIndex,
+	"application/vnd.docker.distribution.manifest.v2+json",
+	"application/vnd.docker.distribution.manifest.list.v2+json",
+}, ", ")
+
+// remoteRepo is a repository in a registry, spoken to with the OCI distribution API over
+// go-containerregistry's auth handshake (basic, bearer tokens, credential helpers).
+type remoteRepo struct {
+	host, path string // "127.0.0.1:5000", "team/pylayer"
+	mountFrom  string // path of Options.MountFrom
+	opts       Options
+	reg        name.Registry
+	auth       authn.Authenticator
+	base       http.RoundTripper
+	note       *notifier
+
+	mu   sync.Mutex
+	pull *http.Client // pull scope, made by Open
+	push *http.Client // push (and mount source pull) scope, made on first write
+}
+
+var _ Repo = (*remoteRepo)(nil)
+
+func openRemote(ctx context.Context, ref Ref, o Options) (*remoteRepo, error) {
+	r := &remoteRepo{host: ref.Host(), path: ref.Path(), opts: o, note: &notifier{fn: o.Progress, repo: ref.Repo}}
+	if o.MountFrom != "" {
+		from := o.MountFrom
+		if h, p, ok := strings.Cut(from, "/"); ok && checkHost(h) == nil {
+			if h != r.host {
+				return nil, fmt.Errorf("options: cannot mount from %q: it is on %s, not on %s", from, h, r.host)
+			}
+			from = p
+		}
+		if err := checkRepoPath(from); err != nil {
+			return nil, fmt.Errorf("options: mount source: %w", err)
+		}
+		r.mountFrom = from
+	}
+	var opts []name.Option
+	if PlainHTTPAllowed(r.host, o.Insecure) {
+		opts = append(opts, name.Insecure)
+	}
+	reg, err := name.NewRegistry(r.host, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %v", ref.Repo, ErrInvalidRef, err)
+	}
+	r.reg = reg
+	if r.base, err = baseTransport(o); err != nil {
+		return nil, err
+	}
+	if r.auth, err = authn.Resolve(ctx, o.Keychain, reg); err != nil {
+		return nil, fmt.Errorf("%s: looking up credentials for %s: %w", ref.Repo, r.host, err)
+	}
+	if r.pull, err = r.client(ctx, "pull"); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *remoteRepo) Name() string { return r.host + "/" + r.path }
+
+// client pings the registry and authenticates for the given actions on the repository.
+func (r *remoteRepo) client(ctx context.Context, actions string) (*http.Client, error) {
+	scopes := []string{"repository:" + r.path + ":" + actions}
+	if actions != "pull" && r.mountFrom != "" {
+		scopes = append(scopes, "repository:"+r.mountFrom+":pull")
+	}
+	rt, err := transport.NewWithContext(ctx, r.reg, r.auth, r.base, scopes)
+	if err != nil {
+		return nil, r.connError(err)
+	}
+	return &http.Client{Transport: rt}, nil
+}
+
+func (r *remoteRepo) pushClient(ctx context.Context) (*http.Client, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.push == nil {
+		c, err := r.client(ctx, "pull,push")
+		if err != nil {
+			return nil, err
+		}
+		r.push = c
+	}
+	return r.push, nil
+}
+
+// connError turns a failed handshake into a message a user can act on, never quoting
+// credentials.
+func (r *remoteRepo) connError(err error) error {
+	var unreachable *unreachableError
+	var plain *plainHTTPError
+	var terr *transport.Error
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var certErr *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unreachable):
+		return fmt.Errorf("%s: %w", r.Name(), unreachable)
+	case errors.As(err, &plain):
+		return fmt.Errorf("%s: %w", r.Name(), plain)
+	case errors.As(err, &unknownCA) || errors.As(err, &certErr) && !errors.As(err, &hostErr):
+		return fmt.Errorf("%s: the TLS certificate of %s is not trusted: pass --ca-file with the CA that signed it (or list it with --insecure-registry): %w", r.Name(), r.host, err)
+	case errors.As(err, &hostErr):
+		return fmt.Errorf("%s: the TLS certificate of %s is not valid for that name: %v", r.Name(), r.host, hostErr)
+	case errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden):
+		return r.authError(terr.StatusCode, "pull")
+	}
+	return fmt.Errorf("%s: connecting to %s: %w", r.Name(), r.host, err)
+}
+
+func (r *remoteRepo) authError(status int, action string) error {
+	if status == http.StatusForbidden {
+		return fmt.Errorf("%s: access denied: the credentials for %s may not %s this repository: %w", r.Name(), r.host, action, ErrUnauthorized)
+	}
+	return fmt.Errorf("%s: authentication failed: check the credentials for %s in $DOCKER_CONFIG/config.json or run docker login: %w", r.Name(), r.host, ErrUnauthorized)
+}
+
+// do sends one request to the repository's API path ("manifests/<ref>", "blobs/<d>") or to
+// an absolute URL (an upload location).
+func (r *remoteRepo) do(ctx context.Context, c *http.Client, method, target string, hdr http.Header, body io.Reader, size int64) (*http.Response, error) {
+	u := target
+	if !strings.Contains(target, "://") {
+		u = "https://" + r.host + "/v2/" + r.path + "/" + target
+	}
+	if body != nil && size == 0 {
+		// net/http sends a body of length 0 chunked; read it (a verifyReader checks
+		// it is empty) and send none.
+		if n, err := io.Copy(io.Discard, body); err != nil || n != 0 {
+			return nil, fmt.Errorf("%s: %s %s: body of %d bytes, want none: %v", r.Name(), method, redactString(u), n, err)
+		}
+		body = http.NoBody
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Name(), err)
+	}
+	for k, vs := range hdr {
+		req.Header[k] = vs
+	}
+	if body != nil {
+		req.ContentLength = size
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		var unreachable *unreachableError
+		if errors.As(err, &unreachable) {
+			return nil, fmt.Errorf("%s: %w", r.Name(), unreachable)
+		}
+		return nil, fmt.Errorf("%s: %s %s: %w", r.Name(), method, redact(req.URL), err)
+	}
+	return resp, nil
+}
+
+func redactString(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return redact(u)
+}
+
+// redact drops the query (upload state tokens) from a URL shown in errors.
+func redact(u *url.URL) string {
+	c := *u
+	c.RawQuery, c.User = "", nil
+	return c.String()
+}
+
+// statusError describes an unexpected response; it consumes and closes the body.
+func (r *remoteRepo) statusError(resp *http.Response, action, what string) error {
+	defer drain(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden:
+		return r.authError(resp.StatusCode, action)
+	case http.StatusNotFound:
+		return fmt.Errorf("%s: %s: %w", r.Name(), what, ErrNotFound)
+	}
+	msg := resp.Status
+	var body struct {
+		Errors []struct{ Code, Message string }
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &body) == nil {
+		for _, e := range body.Errors {
+			msg += fmt.Sprintf("; %s: %.200s", e.Code, e.Message)
+		}
+	}
+	return &statusErr{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s: registry answered %s", r.Name(), what, msg)}
+}
+
+// statusErr is an unexpected HTTP status; 5xx, 429 and 408 are worth another attempt.
+type statusErr struct {
+	code int
+	msg  string
+}
+
+func (e *statusErr) Error() string { return e.msg }
+
+// Resolve asks for the manifest tag points at (HEAD, falling back to GET when the registry
+// does not send Docker-Content-Digest).
+func (r *remoteRepo) Resolve(ctx context.Context, tag string) (v1.Descriptor, error) {
+	if err := oci.ValidTag(tag); err != nil {
+		return v1.Descriptor{}, fmt.Errorf("%s: %w", r.Name(), err)
+	}
+	hdr := http.Header{"Accept": {manifestAccept}}
+	resp, err := r.do(ctx, r.pull, http.MethodHead, "manifests/"+tag, hdr, nil, 0)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return v1.Descriptor{}, r.statusError(resp, "pull", "tag "+tag)
+	}
+	desc := v1.Descriptor{MediaType: mediaType(resp), Size: resp.ContentLength}
+	if dh := resp.Header.Get("Docker-Content-Digest"); dh != "" && desc.Size > 0 {
+		d, err := parseDigest(dh)
+		if err != nil {
+			return v1.Descriptor{}, fmt.Errorf("%s: tag %s: registry sent %v", r.Name(), tag, err)
+		}
+		desc.Digest = d
+		return desc, nil
+	}
+	b, mt, err := r.getManifest(ctx, tag, "tag "+tag)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	return v1.Descriptor{MediaType: mt, Digest: digest.FromBytes(b), Size: int64(len(b))}, nil
+}
+
+func mediaType(resp *http.Response) string {
+	mt, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	return strings.TrimSpace(mt)
+}
+
+// Manifest fetches a manifest by digest and checks its bytes against d.
+func (r *remoteRepo) Manifest(ctx context.Context, d v1.Descriptor) ([]byte, error) {
+	if err := checkDesc(d); err != nil {
+		return nil, fmt.Errorf("%s: manifest: %w", r.Name(), err)
+	}
+	b, _, err := r.getManifest(ctx, string(d.Digest), "manifest "+string(d.Digest))
+	if err != nil {
+		return nil, err
+	}
+	if err := checkBytes(b, d, "manifest"); err != nil {
+		return nil, fmt.Errorf("%s: %w", r.Name(), err)
+	}
+	return b, nil
+}
+
+func (r *remoteRepo) getManifest(ctx context.Context, reference, what string) ([]byte, string, error) {
+	resp, err := r.do(ctx, r.pull, http.MethodGet, "manifests/"+reference, http.Header{"Accept": {manifestAccept}}, nil, 0)
+	if err != nil {
+		return nil, "", err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", r.statusError(resp, "pull", what)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxManifest+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: reading %s: %w", r.Name(), what, err)
+	}
+	if len(b) > maxManifest {
+		return nil, "", fmt.Errorf("%s: %s is larger than %d bytes, the limit for manifests", r.Name(), what, maxManifest)
+	}
+	return b, mediaType(resp), nil
+}
+
+// checkDesc accepts sha256 digests and non-negative sizes only.
+func checkDesc(d v1.Descriptor) error {
+	if _, err := parseDigest(string(d.Digest)); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRef, err)
+	}
+	if d.Size < 0 {
+		return fmt.Errorf("descriptor %s has negative size %d", d.Digest, d.Size)
+	}
+	return nil
+}
+
+// checkBytes verifies b against d's digest, and its size when d states one.
+func checkBytes(b []byte, d v1.Descriptor, what string) error {
+	if d.Size > 0 && int64(len(b)) != d.Size {
+		return fmt.Errorf("%s %s: %w: %d bytes, its descriptor states %d", what, d.Digest, ErrDigestMismatch, len(b), d.Size)
+	}
+	if got := digest.FromBytes(b); got != d.Digest {
+		return fmt.Errorf("%s %s: %w: the content hashes to %s", what, d.Digest, ErrDigestMismatch, got)
+	}
+	return nil
+}
+
+// Blob opens a blob. Opening retries transient failures (in the transport); a connection
+// that breaks mid-stream is resumed with a Range request (resumeBody); the reader verifies
+// size and digest as it goes and fails at EOF rather than pass off wrong bytes (verifyReader).
+func (r *remoteRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error) {
+	if err := checkDesc(d); err != nil {
+		return nil, fmt.Errorf("%s: blob: %w", r.Name(), err)
+	}
+	resp, err := r.do(ctx, r.pull, http.MethodGet, "blobs/"+string(d.Digest), nil, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, r.statusError(resp, "pull", "blob "+string(d.Digest))
+	}
+	if resp.ContentLength > d.Size {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: blob %s: %w: the registry sends %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrDigestMismatch, resp.ContentLength, d.Size)
+	}
+	body := &resumeBody{ctx: ctx, r: r, d: d, rc: resp.Body}
+	return newVerifyReader(body, d, "blob"), nil
+}
+
+// HasBlob asks with HEAD. A registry reporting another size for the digest is an error.
+func (r *remoteRepo) HasBlob(ctx context.Context, d v1.Descriptor) (bool, error) {
+	return r.hasBlob(ctx, r.pull, d)
+}
+
+func (r *remoteRepo) hasBlob(ctx context.Context, c *http.Client, d v1.Descriptor) (bool, error) {
+	if err := checkDesc(d); err != nil {
+		return false, fmt.Errorf("%s: blob: %w", r.Name(), err)
+	}
+	resp, err := r.do(ctx, c, http.MethodHead, "blobs/"+string(d.Digest), nil, nil, 0)
+	if err != nil {
+		return false, err
+	}
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if resp.ContentLength > 0 && resp.ContentLength != d.Size {
+			return false, fmt.Errorf("%s: blob %s: %w: the registry has %d bytes, the descriptor states %d", r.Name(), d.Digest, ErrDigestMismatch, resp.ContentLength, d.Size)
+		}
+		return true, nil
+	case http.StatusNotFound:
+		return false, nil
+	}
+	return false, r.statusError(resp, "pull", "blob "+string(d.Digest))
+}
+
+// artifactTypeOf reads the artifactType of a manifest, if any.
+func artifactTypeOf(raw []byte) string {
+	var m struct {
+		ArtifactType string `json:"artifactType"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	return m.ArtifactType
+}
