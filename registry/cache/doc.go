@@ -1,0 +1,31 @@
+// Package cache is pylayer's read-only host cache: verified layer blobs are
+// unpacked once into content-addressed trees, and layer roots are assembled
+// from hardlinks into those trees, so every session on a host shares one copy
+// of each wheel.
+//
+//	<root>/trees/sha256/<blob>/        one unpacked layer blob, read-only
+//	<root>/trees/sha256/<blob>.files   what the tree must contain (path, mode, size, sha256)
+//	<root>/layers/sha256/<manifest>/   a layer root: hardlinks into trees, plus
+//	                                   .pylayer/manifest.json and .pylayer/lock.json
+//	<root>/refs/<name>                 ref name -> manifest digest (written by the CLI)
+//	<root>/locks/                      flock files: layer-<hex>, tree-<hex>, hold-<hex>, gc
+//	<root>/tmp/                        work in progress; nothing here is ever read back
+//
+// Everything under trees/ and layers/ appears by one atomic rename of a
+// directory that is complete, fsynced and read-only, so a crash (kill -9 at any
+// point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
+// them once their lock is free. Cross-process flock locks make many processes
+// installing the same layer download and unpack each blob once. A layer that a
+// running sandbox holds (Hold) is never removed by GC.
+//
+// Archives are unpacked defensively (regular files and directories only, no
+// links, devices, setuid bits, absolute or ".." paths, duplicate entries; entry
+// count and sizes capped on the bytes actually read), and only after the blob
+// matched its digest. Install trusts its caller to have verified the manifest's
+// signature; it re-checks that the manifest bytes match the digest.
+//
+// The cache is for Linux and other unix systems (flock, hardlinks). It must
+// never import package registry or any transport (it is handed a Fetch
+// function), nor the sandbox, broker, catalog or CLI; it may import oci/ and
+// layers/. It never prints and never logs: progress goes to a callback.
+package cache

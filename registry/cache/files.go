@@ -1,0 +1,269 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// filesSuffix names a tree's manifest: trees/sha256/<hex>.files.
+const filesSuffix = ".files"
+
+// maxFilesBytes bounds a .files manifest (100k entries of a few hundred bytes).
+const maxFilesBytes = 64 << 20
+
+// record is one entry of a tree: a directory or a regular file.
+type record struct {
+	Path   string `json:"path"`
+	Dir    bool   `json:"dir,omitempty"`
+	Mode   uint32 `json:"mode"`
+	Size   int64  `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// filesManifest is what a tree must contain, written when it is unpacked:
+// re-tarring a tree cannot cheaply be compared to its blob digest, the file
+// hashes can.
+type filesManifest struct {
+	Version int       `json:"version"`
+	Blob    string    `json:"blob"`
+	Entries []*record `json:"entries"`
+}
+
+func marshalFiles(blob digest.Digest, recs []record) ([]byte, error) {
+	m := filesManifest{Version: 1, Blob: string(blob), Entries: make([]*record, len(recs))}
+	for i := range recs {
+		m.Entries[i] = &recs[i]
+	}
+	return json.Marshal(m)
+}
+
+// parseFiles decodes and checks a .files manifest of blob: strictly sorted,
+// unique, clean paths whose parents are listed before them, directories 0555,
+// files 0444 or 0555 with a size and a sha256.
+func parseFiles(b []byte, blob digest.Digest) ([]record, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: file list of %s: %s", ErrInvalidCache, blob, fmt.Sprintf(format, args...))
+	}
+	if len(b) > maxFilesBytes {
+		return nil, bad("%d bytes, the limit is %d", len(b), maxFilesBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var m filesManifest
+	if err := dec.Decode(&m); err != nil {
+		return nil, bad("%v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, bad("trailing data")
+	}
+	if m.Version != 1 {
+		return nil, bad("version %d, want 1", m.Version)
+	}
+	if m.Blob != string(blob) {
+		return nil, bad("it is the file list of %q", m.Blob)
+	}
+	dirs := map[string]bool{}
+	recs := make([]record, 0, len(m.Entries))
+	for i, r := range m.Entries {
+		if r == nil {
+			return nil, bad("entry %d is null", i)
+		}
+		if err := checkName(r.Path); err != nil {
+			return nil, bad("entry %q: %v", r.Path, err)
+		}
+		if i > 0 && m.Entries[i-1].Path >= r.Path {
+			return nil, bad("entry %q is out of order or repeated", r.Path)
+		}
+		if parent := path.Dir(r.Path); parent != "." && !dirs[parent] {
+			return nil, bad("entry %q comes without its directory", r.Path)
+		}
+		switch {
+		case r.Dir:
+			if r.Mode != modeDir || r.Size != 0 || r.SHA256 != "" {
+				return nil, bad("directory %q: mode %#o, size %d, sha256 %q; want mode %#o only", r.Path, r.Mode, r.Size, r.SHA256, modeDir)
+			}
+			dirs[r.Path] = true
+		default:
+			if r.Mode != modeFile && r.Mode != modeExec || r.Size < 0 || !isHex64(r.SHA256) {
+				return nil, bad("file %q: mode %#o, size %d, sha256 %q", r.Path, r.Mode, r.Size, r.SHA256)
+			}
+		}
+		recs = append(recs, *r)
+	}
+	if len(recs) == 0 {
+		return nil, bad("no entries")
+	}
+	return recs, nil
+}
+
+// readFiles reads and parses the .files manifest of the tree of blob hex.
+func (c *Cache) readFiles(hex string) ([]record, error) {
+	f, err := os.Open(c.treeFiles(hex))
+	if err != nil {
+		return nil, fmt.Errorf("reading the file list of tree %s: %w", hex, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxFilesBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the file list of tree %s: %w", hex, err)
+	}
+	return parseFiles(b, digest.NewDigestFromEncoded(digest.SHA256, hex))
+}
+
+// treeBytes is the apparent size of a tree: the sum of its file sizes.
+func treeBytes(recs []record) int64 {
+	var n int64
+	for _, r := range recs {
+		n += r.Size
+	}
+	return n
+}
+
+// seal makes the directories below dir (not dir itself: renaming a directory
+// to another parent needs write access to it) read-only, deepest first, and
+// fsyncs every directory including dir. dirs are paths relative to dir.
+func seal(dir string, dirs []string) error {
+	sorted := append([]string(nil), dirs...)
+	sort.Sort(sort.Reverse(sort.StringSlice(sorted)))
+	for _, d := range sorted {
+		p := filepath.Join(dir, filepath.FromSlash(d))
+		if err := os.Chmod(p, modeDir); err != nil {
+			return fmt.Errorf("making %q read-only: %w", p, err)
+		}
+		if err := syncDir(p); err != nil {
+			return err
+		}
+	}
+	return syncDir(dir)
+}
+
+func dirsOf(recs []record) []string {
+	var dirs []string
+	for _, r := range recs {
+		if r.Dir {
+			dirs = append(dirs, r.Path)
+		}
+	}
+	return dirs
+}
+
+// verifyTree compares the tree at dir with recs: the same paths, types and
+// modes, and every file's size and sha256. It returns the differences.
+func verifyTree(dir string, recs []record) ([]string, error) {
+	want := make(map[string]record, len(recs))
+	for _, r := range recs {
+		want[r.Path] = r
+	}
+	var problems []string
+	seen := map[string]bool{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		seen[rel] = true
+		r, ok := want[rel]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: not in the file list", rel))
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case r.Dir && !info.IsDir(), !r.Dir && !info.Mode().IsRegular():
+			problems = append(problems, fmt.Sprintf("%s: is a %s", rel, kindOf(info.Mode())))
+			if info.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		case uint32(info.Mode().Perm()) != r.Mode || info.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0:
+			problems = append(problems, fmt.Sprintf("%s: mode %v, want %v", rel, info.Mode(), fs.FileMode(r.Mode)))
+		}
+		if r.Dir {
+			return nil
+		}
+		sum, n, err := hashFile(p)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", rel, err))
+		} else if n != r.Size || sum != r.SHA256 {
+			problems = append(problems, fmt.Sprintf("%s: content changed (%d bytes, sha256 %s; want %d bytes, sha256 %s)", rel, n, sum, r.Size, r.SHA256))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recs {
+		if !seen[r.Path] {
+			problems = append(problems, fmt.Sprintf("%s: missing", r.Path))
+		}
+	}
+	return problems, nil
+}
+
+func hashFile(p string) (string, int64, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// writeReadOnly writes a file that must never change: 0444, fsynced.
+func writeReadOnly(p string, content []byte) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(content)
+	if err == nil {
+		err = f.Chmod(modeFile)
+	}
+	if err == nil {
+		err = fsync(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// fixTop makes the top directory of a tree or layer read-only. It is left
+// writable between its rename into place and the chmod that follows (moving
+// a directory to another parent needs write access to it), so a crash in
+// that window leaves it 0755; the next use repairs that.
+func fixTop(dir string) bool {
+	if fi, err := os.Lstat(dir); err == nil && fi.IsDir() && fi.Mode().Perm() != modeDir {
+		return os.Chmod(dir, modeDir) == nil
+	}
+	return false
+}

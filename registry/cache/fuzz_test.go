@@ -1,0 +1,125 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+)
+
+// FuzzUnpack feeds arbitrary bytes to the unpacker: it must never panic,
+// never write outside its root, leave nothing behind on error and, on
+// success, only read-only regular files and directories that match its records.
+func FuzzUnpack(f *testing.F) {
+	valid, _ := tarTree(f, map[string]string{"site-packages/a/__init__.py": "x", "bin/run*": "#!/bin/sh\n"})
+	seeds := [][]byte{
+		valid,
+		rawTarGz(f, reg("a", "1"), dir("d/"), reg("d/e", "2")),
+		rawTarGz(f, link("x", "/etc/passwd")),
+		rawTarGz(f, reg("../escape", "x")),
+		rawTarGz(f, reg("a", "1"), reg("a/b", "2")),
+		rawTarGz(f, dir("a/"), reg("a", "2")),
+		[]byte("not gzip"),
+		nil,
+	}
+	for _, s := range seeds {
+		f.Add(true, s)
+	}
+	// The same archives uncompressed.
+	f.Add(false, gunzip(f, seeds[1]))
+	f.Add(false, gunzip(f, seeds[3]))
+
+	base := f.TempDir()
+	durable = false
+	defer func() { durable = true }()
+	f.Fuzz(func(t *testing.T, compressed bool, data []byte) {
+		outer, err := os.MkdirTemp(base, "outer-")
+		must(t, err)
+		defer forceRemoveAll(outer)
+		dst := filepath.Join(outer, "root")
+		lim := Limits{MaxEntries: 1000, MaxFileBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxBlobBytes: 4 << 20}
+		recs, err := unpack(context.Background(), bytes.NewReader(data), compressed, dst, lim)
+		left := names(t, outer)
+		if err != nil {
+			if len(left) != 0 {
+				t.Fatalf("error %v left %v behind", err, left)
+			}
+			return
+		}
+		if len(left) != 1 || left[0] != "root" {
+			t.Fatalf("wrote outside the root: %v", left)
+		}
+		must(t, seal(dst, dirsOf(recs)))
+		list, err := marshalFiles(digest.FromBytes(data), recs)
+		must(t, err)
+		if _, err := parseFiles(list, digest.FromBytes(data)); err != nil {
+			t.Fatalf("the file list of a successful unpack does not parse: %v", err)
+		}
+		problems, err := verifyTree(dst, recs)
+		must(t, err)
+		if len(problems) != 0 {
+			t.Fatalf("tree differs from its records: %q", problems)
+		}
+		filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+			must(t, err)
+			if !d.IsDir() && !d.Type().IsRegular() {
+				t.Fatalf("%s is a %v", p, d.Type())
+			}
+			return nil
+		})
+	})
+}
+
+// FuzzParseFiles: the file list parser never panics, and what it accepts
+// holds only clean, ordered paths with their parents.
+func FuzzParseFiles(f *testing.F) {
+	blob := digest.FromString("blob")
+	good, _ := marshalFiles(blob, []record{
+		{Path: "a", Dir: true, Mode: modeDir},
+		{Path: "a/b", Mode: modeFile, Size: 1, SHA256: digest.FromString("x").Encoded()},
+	})
+	f.Add(good)
+	f.Add([]byte(`{"version":1,"blob":"` + string(blob) + `","entries":[{"path":"../x","mode":292}]}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := parseFiles(b, blob)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for i, r := range recs {
+			if checkName(r.Path) != nil || i > 0 && recs[i-1].Path >= r.Path {
+				t.Fatalf("accepted entry %q", r.Path)
+			}
+			if d := filepath.Dir(r.Path); d != "." && !seen[d] {
+				t.Fatalf("accepted %q without its parent", r.Path)
+			}
+			if r.Dir {
+				seen[r.Path] = true
+			}
+		}
+	})
+}
+
+// FuzzRefName: escaping is reversible and always a single safe file name.
+func FuzzRefName(f *testing.F) {
+	for _, s := range []string{"current", "127.0.0.1:5000/a/b:c", "..", ".", "%", "a/../b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		file, err := escapeRef(name)
+		if err != nil {
+			return
+		}
+		if file == "." || file == ".." || len(file) > 255 || bytes.ContainsAny([]byte(file), "/\x00") || file[0] == '.' {
+			t.Fatalf("escapeRef(%q) = %q", name, file)
+		}
+		if back, ok := unescapeRef(file); !ok || back != name {
+			t.Fatalf("unescapeRef(%q) = %q, %v; want %q", file, back, ok, name)
+		}
+	})
+}

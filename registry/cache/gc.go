@@ -1,0 +1,375 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// Entry describes one installed layer.
+type Entry struct {
+	Digest   digest.Digest   // the manifest digest
+	Root     string          // the layer root
+	Bytes    int64           // apparent size: the file bytes of its trees, each tree once
+	Trees    []digest.Digest // its blobs, in manifest order
+	Refs     []string        // refs pointing at it, sorted
+	Held     bool            // a running sandbox holds it
+	Packages []string        // the wheel filenames of its blobs
+	LastUsed time.Time       // last Install or Hold
+	Problem  string          // why the layer could not be read, if it could not (see Doctor)
+}
+
+// GCReport says what GC removed and what it kept.
+type GCReport struct {
+	RemovedLayers, RemovedTrees []digest.Digest
+	FreedBytes                  int64           // file bytes of the removed trees
+	Kept                        []digest.Digest // layers still installed
+}
+
+// layerInfo is what GC and List know of an installed layer.
+type layerInfo struct {
+	hex      string
+	manifest *v1.Manifest // nil if unreadable
+	problem  error
+	used     time.Time
+}
+
+// hexDirs lists the names of dir that are 64 hex digits (with suffix, if
+// given, removed); other entries are reported by Doctor.
+func hexNames(dir, suffix string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("listing %s: %w", dir, err)
+	}
+	var names []string
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), suffix)
+		if (suffix == "" || ok) && isHex64(n) && (suffix != "" || e.IsDir()) {
+			names = append(names, n)
+		}
+	}
+	return names, nil
+}
+
+// readLayer reads and checks the manifest a layer root was installed from.
+func (c *Cache) readLayer(hex string) (*v1.Manifest, error) {
+	f, err := os.Open(filepath.Join(c.layerDir(hex), metaDir, metaManifest))
+	if err != nil {
+		return nil, fmt.Errorf("%w: layer sha256:%s: %v", ErrInvalidCache, hex, err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: layer sha256:%s: %v", ErrInvalidCache, hex, err)
+	}
+	if digest.FromBytes(b).Encoded() != hex {
+		return nil, fmt.Errorf("%w: layer sha256:%s: its %s/%s does not hash to the layer's digest", ErrInvalidCache, hex, metaDir, metaManifest)
+	}
+	m, err := oci.ParseManifest(b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: layer sha256:%s: %v", ErrInvalidCache, hex, err)
+	}
+	return m, nil
+}
+
+func (c *Cache) layers(ctx context.Context) ([]layerInfo, error) {
+	hexes, err := hexNames(filepath.Dir(c.layerDir("x")), "")
+	if err != nil {
+		return nil, err
+	}
+	infos := make([]layerInfo, 0, len(hexes))
+	for _, hex := range hexes {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		li := layerInfo{hex: hex}
+		li.manifest, li.problem = c.readLayer(hex)
+		if fi, err := os.Stat(c.lockPath("hold", hex)); err == nil {
+			li.used = fi.ModTime()
+		} else if fi, err := os.Stat(c.layerDir(hex)); err == nil {
+			li.used = fi.ModTime()
+		}
+		infos = append(infos, li)
+	}
+	return infos, nil
+}
+
+// treeSizer memoizes tree sizes; an unreadable file list counts the bytes on disk.
+type treeSizer struct {
+	c     *Cache
+	sizes map[string]int64
+}
+
+func (s *treeSizer) size(hex string) int64 {
+	if n, ok := s.sizes[hex]; ok {
+		return n
+	}
+	var n int64
+	if recs, err := s.c.readFiles(hex); err == nil {
+		n = treeBytes(recs)
+	} else {
+		filepath.WalkDir(s.c.treeDir(hex), func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if fi, err := d.Info(); err == nil {
+					n += fi.Size()
+				}
+			}
+			return nil
+		})
+	}
+	s.sizes[hex] = n
+	return n
+}
+
+// held reports whether a sandbox holds layer hex (see Hold).
+func (c *Cache) held(ctx context.Context, hex string) bool {
+	l, err := acquire(ctx, c.lockPath("hold", hex), lockMode{exclusive: true})
+	if err != nil {
+		return errors.Is(err, errBusy)
+	}
+	l.release()
+	return false
+}
+
+// List returns the installed layers, sorted by digest.
+func (c *Cache) List(ctx context.Context) ([]Entry, error) {
+	refs, err := c.Refs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	refsOf := map[digest.Digest][]string{}
+	for name, d := range refs {
+		refsOf[d] = append(refsOf[d], name)
+	}
+	infos, err := c.layers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sizer := &treeSizer{c: c, sizes: map[string]int64{}}
+	entries := make([]Entry, 0, len(infos))
+	for _, li := range infos {
+		d := digest.NewDigestFromEncoded(digest.SHA256, li.hex)
+		e := Entry{Digest: d, Root: c.layerDir(li.hex), Refs: refsOf[d], Held: c.held(ctx, li.hex), LastUsed: li.used}
+		sort.Strings(e.Refs)
+		if li.problem != nil {
+			e.Problem = li.problem.Error()
+		} else {
+			for _, l := range li.manifest.Layers {
+				e.Trees = append(e.Trees, l.Digest)
+				e.Packages = append(e.Packages, titleOf(l))
+				e.Bytes += sizer.size(l.Digest.Encoded())
+			}
+		}
+		entries = append(entries, e)
+	}
+	return entries, nil
+}
+
+// GC removes layers that no ref points at, that are not in keep and that no
+// sandbox holds, least recently used first, until the trees still in use
+// total at most maxBytes (maxBytes < 0: every such layer); then every tree no
+// remaining layer uses. A held layer is never removed. It waits for running
+// installs to finish and keeps new ones waiting until it is done.
+func (c *Cache) GC(ctx context.Context, maxBytes int64, keep []digest.Digest) (GCReport, error) {
+	var rep GCReport
+	protected := map[string]bool{}
+	for _, d := range keep {
+		if err := checkDigest(d); err != nil {
+			return rep, fmt.Errorf("gc: keep: %w", err)
+		}
+		protected[d.Encoded()] = true
+	}
+	gl, err := acquire(ctx, c.lockPath("gc", ""), lockMode{exclusive: true, wait: true, create: true})
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	defer gl.release()
+	c.cleanTmp(ctx, 0) // nothing is installing: every work directory is stale
+	refs, err := c.Refs(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	for _, d := range refs {
+		protected[d.Encoded()] = true
+	}
+	infos, err := c.layers(ctx)
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	trees, err := hexNames(filepath.Dir(c.treeDir("x")), "")
+	if err != nil {
+		return rep, fmt.Errorf("gc: %w", err)
+	}
+	sizer := &treeSizer{c: c, sizes: map[string]int64{}}
+	users := map[string]int{}
+	var total int64
+	for _, t := range trees {
+		users[t] = 0
+		total += sizer.size(t)
+	}
+	treesOf := func(li layerInfo) []string {
+		var ts []string
+		if li.manifest != nil {
+			for _, l := range li.manifest.Layers {
+				ts = append(ts, l.Digest.Encoded())
+			}
+		}
+		return ts
+	}
+	for _, li := range infos {
+		for _, t := range treesOf(li) {
+			if _, ok := users[t]; ok {
+				users[t]++
+			}
+		}
+	}
+	for t, n := range users {
+		if n == 0 {
+			total -= sizer.size(t) // unused already: removed below whatever the budget
+		}
+	}
+	sort.SliceStable(infos, func(i, j int) bool {
+		if !infos[i].used.Equal(infos[j].used) {
+			return infos[i].used.Before(infos[j].used)
+		}
+		return infos[i].hex < infos[j].hex
+	})
+	removed := map[string]bool{}
+	for _, li := range infos {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		if protected[li.hex] || maxBytes >= 0 && total <= maxBytes {
+			continue
+		}
+		ok, err := c.removeLayer(ctx, li.hex)
+		if err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
+		if !ok {
+			continue // held
+		}
+		removed[li.hex] = true
+		rep.RemovedLayers = append(rep.RemovedLayers, digest.NewDigestFromEncoded(digest.SHA256, li.hex))
+		for _, t := range treesOf(li) {
+			if _, ok := users[t]; ok {
+				if users[t]--; users[t] == 0 {
+					total -= sizer.size(t)
+				}
+			}
+		}
+	}
+	for _, li := range infos {
+		if !removed[li.hex] {
+			rep.Kept = append(rep.Kept, digest.NewDigestFromEncoded(digest.SHA256, li.hex))
+		}
+	}
+	sort.Slice(rep.Kept, func(i, j int) bool { return rep.Kept[i] < rep.Kept[j] })
+	for _, t := range trees {
+		if users[t] != 0 {
+			continue
+		}
+		if err := c.removeTree(ctx, t); err != nil {
+			return rep, fmt.Errorf("gc: %w", err)
+		}
+		rep.RemovedTrees = append(rep.RemovedTrees, digest.NewDigestFromEncoded(digest.SHA256, t))
+		rep.FreedBytes += sizer.size(t)
+	}
+	sort.Slice(rep.RemovedTrees, func(i, j int) bool { return rep.RemovedTrees[i] < rep.RemovedTrees[j] })
+	c.removeOrphanLists()
+	return rep, nil
+}
+
+// removeLayer removes layer hex unless it is held (ok false). It takes the
+// layer's install lock and its hold lock exclusively, renames the root into
+// tmp/ (so it vanishes at once) and deletes it there.
+func (c *Cache) removeLayer(ctx context.Context, hex string) (ok bool, err error) {
+	ll, err := acquire(ctx, c.lockPath("layer", hex), lockMode{exclusive: true, create: true})
+	if errors.Is(err, errBusy) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer ll.release()
+	hl, err := acquire(ctx, c.lockPath("hold", hex), lockMode{exclusive: true, create: true})
+	if errors.Is(err, errBusy) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer hl.release()
+	if err := c.moveAway(c.layerDir(hex)); err != nil {
+		return false, fmt.Errorf("removing layer sha256:%s: %w", hex, err)
+	}
+	hl.removeAndRelease()
+	ll.removeAndRelease()
+	return true, nil
+}
+
+// removeTree removes the tree of blob hex and its file list, under its lock.
+func (c *Cache) removeTree(ctx context.Context, hex string) error {
+	tl, err := acquire(ctx, c.lockPath("tree", hex), lockMode{exclusive: true, wait: true, create: true})
+	if err != nil {
+		return err
+	}
+	defer tl.release()
+	if err := c.moveAway(c.treeDir(hex)); err != nil {
+		return fmt.Errorf("removing tree sha256:%s: %w", hex, err)
+	}
+	// The tree goes first: a file list without its tree is harmless, a tree
+	// without its list needs a repair.
+	if err := os.Remove(c.treeFiles(hex)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the file list of tree sha256:%s: %w", hex, err)
+	}
+	tl.removeAndRelease()
+	return nil
+}
+
+// removeOrphanLists removes file lists whose tree is gone (a crash between
+// the two renames of an install, or of a removal).
+func (c *Cache) removeOrphanLists() {
+	lists, _ := hexNames(filepath.Dir(c.treeDir("x")), filesSuffix)
+	for _, t := range lists {
+		if _, err := os.Lstat(c.treeDir(t)); errors.Is(err, fs.ErrNotExist) {
+			os.Remove(c.treeFiles(t))
+		}
+	}
+}
+
+// moveAway renames dir into tmp/gc-* (one atomic step: it is gone from view)
+// and then deletes it. The directory is made writable first: moving a
+// directory to another parent needs write access to it.
+func (c *Cache) moveAway(dir string) error {
+	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	trash, err := os.MkdirTemp(c.tmpDir(), "gc-*")
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		forceRemoveAll(trash)
+		return err
+	}
+	if err := os.Rename(dir, filepath.Join(trash, "x")); err != nil {
+		os.Chmod(dir, modeDir)
+		forceRemoveAll(trash)
+		return err
+	}
+	syncDir(filepath.Dir(dir))
+	return forceRemoveAll(trash)
+}

@@ -1,0 +1,377 @@
+package cache
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// Fetch opens a blob of the artifact being installed. The reader should be
+// verified (registry.Repo.Blob is); Install checks size and digest again.
+type Fetch func(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error)
+
+// Event reports progress of one layer blob. Install calls the progress
+// callback from one goroutine at a time.
+type Event struct {
+	Blob   digest.Digest
+	Title  string // the wheel filename (org.opencontainers.image.title), if any
+	Bytes  int64  // bytes fetched so far
+	Total  int64  // the blob's size
+	Done   bool   // the blob's tree is in the cache
+	Cached bool   // it already was: nothing was fetched
+}
+
+// ErrConflict: two blobs of one layer provide the same path.
+var ErrConflict = errors.New("layer blobs conflict")
+
+// maxConfigBytes bounds the config blob (the lock); it equals lock.MaxBytes.
+const maxConfigBytes = 16 << 20
+
+// testHook is called between the steps of an install; tests use it to
+// widen the windows a crash can hit.
+var testHook = func(step string) {}
+
+// Install makes the layer whose manifest has digest md available in the cache
+// and returns its root. The caller must already have verified the signature
+// of md; Install checks that manifest hashes to md and is a pylayer artifact.
+//
+// Each blob's tree is unpacked once per host: concurrent installs (of this
+// or other layers sharing blobs, in this process or others) wait on a lock
+// per blob and find the tree done. A layer that is already installed is
+// returned without fetching anything. To keep GC from removing the layer
+// before it is used, Hold it first.
+func (c *Cache) Install(ctx context.Context, md digest.Digest, manifest []byte, fetch Fetch, progress func(Event)) (root string, err error) {
+	m, err := c.checkManifest(md, manifest)
+	if err != nil {
+		return "", fmt.Errorf("installing layer %s: %w", md, err)
+	}
+	hex := md.Encoded()
+	if root, ok := c.Layer(md); ok {
+		fixTop(root)
+		c.touch(hex)
+		return root, nil
+	}
+	defer func() {
+		if err != nil {
+			err = fmt.Errorf("installing layer %s: %w", md, err)
+		}
+	}()
+	gl, err := acquire(ctx, c.lockPath("gc", ""), lockMode{wait: true, create: true})
+	if err != nil {
+		return "", err
+	}
+	defer gl.release()
+	ll, err := acquire(ctx, c.lockPath("layer", hex), lockMode{exclusive: true, wait: true, create: true})
+	if err != nil {
+		return "", err
+	}
+	defer ll.release()
+	if root, ok := c.Layer(md); ok { // another process finished it while we waited
+		fixTop(root)
+		c.touch(hex)
+		return root, nil
+	}
+	config, err := c.fetchConfig(ctx, m.Config, fetch)
+	if err != nil {
+		return "", err
+	}
+	var mu sync.Mutex
+	emit := func(e Event) {
+		if progress != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			progress(e)
+		}
+	}
+	if err := c.ensureTrees(ctx, m.Layers, fetch, emit); err != nil {
+		return "", err
+	}
+	root, err = c.assemble(ctx, md, m, manifest, config)
+	if err != nil {
+		return "", err
+	}
+	c.touch(hex)
+	return root, nil
+}
+
+func (c *Cache) checkManifest(md digest.Digest, b []byte) (*v1.Manifest, error) {
+	if err := checkDigest(md); err != nil {
+		return nil, err
+	}
+	if got := digest.FromBytes(b); got != md {
+		return nil, fmt.Errorf("%w: the manifest bytes hash to %s", oci.ErrDigestMismatch, got)
+	}
+	m, err := oci.ParseManifest(b)
+	if err != nil {
+		return nil, err
+	}
+	if m.ArtifactType != oci.ArtifactTypeLayer && m.ArtifactType != oci.ArtifactTypePython {
+		return nil, fmt.Errorf("%w: artifactType %q is not a pylayer artifact (%s or %s)", oci.ErrInvalidManifest, m.ArtifactType, oci.ArtifactTypeLayer, oci.ArtifactTypePython)
+	}
+	if m.Config.MediaType != oci.MediaTypeLock {
+		return nil, fmt.Errorf("%w: config media type %q, want %q", oci.ErrInvalidManifest, m.Config.MediaType, oci.MediaTypeLock)
+	}
+	if m.Config.Size > maxConfigBytes {
+		return nil, fmt.Errorf("%w: config (the lock) is %d bytes, the limit is %d", ErrTooLarge, m.Config.Size, maxConfigBytes)
+	}
+	if len(m.Layers) == 0 {
+		return nil, fmt.Errorf("%w: no layer blobs", oci.ErrInvalidManifest)
+	}
+	seen := make(map[digest.Digest]bool, len(m.Layers))
+	for i, l := range m.Layers {
+		if l.MediaType != v1.MediaTypeImageLayerGzip && l.MediaType != v1.MediaTypeImageLayer {
+			return nil, fmt.Errorf("%w: layer %d (%s): media type %q: the host cache unpacks gzip'd or plain tar layers only", oci.ErrInvalidManifest, i, titleOf(l), l.MediaType)
+		}
+		if seen[l.Digest] {
+			return nil, fmt.Errorf("%w: layer %d (%s): blob %s is listed twice", oci.ErrInvalidManifest, i, titleOf(l), l.Digest)
+		}
+		seen[l.Digest] = true
+		if l.Size > c.limits.MaxBlobBytes {
+			return nil, fmt.Errorf("%w: layer %d (%s): %d bytes, the limit is %d", ErrTooLarge, i, titleOf(l), l.Size, c.limits.MaxBlobBytes)
+		}
+	}
+	return m, nil
+}
+
+// titleOf names a layer blob for humans: its wheel filename, else its digest.
+func titleOf(l v1.Descriptor) string {
+	if t := l.Annotations[v1.AnnotationTitle]; t != "" {
+		return t
+	}
+	return string(l.Digest)
+}
+
+func (c *Cache) fetchConfig(ctx context.Context, d v1.Descriptor, fetch Fetch) ([]byte, error) {
+	rc, err := fetch(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("fetching config (the lock) %s: %w", d.Digest, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	if err != nil {
+		return nil, fmt.Errorf("fetching config (the lock) %s: %w", d.Digest, err)
+	}
+	if int64(len(b)) != d.Size {
+		return nil, fmt.Errorf("%w: config %s: got %s bytes, the manifest says %d", oci.ErrSizeMismatch, d.Digest, atLeast(int64(len(b)), d.Size), d.Size)
+	}
+	if got := digest.FromBytes(b); got != d.Digest {
+		return nil, fmt.Errorf("%w: config: got %s, want %s", oci.ErrDigestMismatch, got, d.Digest)
+	}
+	if !json.Valid(b) {
+		return nil, fmt.Errorf("%w: config %s is not JSON", oci.ErrInvalidManifest, d.Digest)
+	}
+	return b, nil
+}
+
+func atLeast(n, limit int64) string {
+	if n > limit {
+		return fmt.Sprintf("more than %d", limit)
+	}
+	return fmt.Sprint(n)
+}
+
+// ensureTrees makes sure every blob has its tree, c.parallel at a time; the
+// first failure cancels the rest.
+func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, fetch Fetch, emit func(Event)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(layers))
+	sem := make(chan struct{}, c.parallel)
+	var wg sync.WaitGroup
+	for i, l := range layers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			if err := c.ensureTree(ctx, l, fetch, emit); err != nil {
+				errs[i] = fmt.Errorf("blob %s (%s): %w", l.Digest, titleOf(l), err)
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err // the cause, not the cancellations it caused
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// hasTree reports whether the tree of blob hex is in the cache. A tree
+// directory without its file list is damaged (the list is renamed into place
+// first), which needs a repair, not a second unpack over it.
+func (c *Cache) hasTree(hex string) (bool, error) {
+	fi, err := os.Lstat(c.treeDir(hex))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("%w: %s is a %s: run `pylayer doctor --repair`", ErrInvalidCache, c.treeDir(hex), kindOf(fi.Mode()))
+	}
+	if _, err := os.Lstat(c.treeFiles(hex)); err != nil {
+		return false, fmt.Errorf("%w: tree %s has no file list (%v): run `pylayer doctor --repair`", ErrInvalidCache, hex, err)
+	}
+	return true, nil
+}
+
+// ensureTree fetches, verifies and unpacks one blob unless its tree exists:
+// work happens in tmp/tree-<hex>-*, and the file list then the tree are
+// renamed into trees/sha256 once complete, fsynced and read-only.
+func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, fetch Fetch, emit func(Event)) error {
+	hex := d.Digest.Encoded()
+	cached := Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true}
+	if ok, err := c.hasTree(hex); err != nil || ok {
+		if ok {
+			fixTop(c.treeDir(hex))
+			emit(cached)
+		}
+		return err
+	}
+	l, err := acquire(ctx, c.lockPath("tree", hex), lockMode{exclusive: true, wait: true, create: true})
+	if err != nil {
+		return err
+	}
+	defer l.release()
+	if ok, err := c.hasTree(hex); err != nil || ok { // unpacked while we waited
+		if ok {
+			emit(cached)
+		}
+		return err
+	}
+	work, err := os.MkdirTemp(c.tmpDir(), "tree-"+hex+"-*")
+	if err != nil {
+		return fmt.Errorf("creating work directory: %w", err)
+	}
+	defer forceRemoveAll(work) // holds only the blob once the tree is in place
+	blob := filepath.Join(work, "blob")
+	if err := c.download(ctx, d, fetch, blob, emit); err != nil {
+		return err
+	}
+	testHook("fetched")
+	f, err := os.Open(blob)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tree := filepath.Join(work, "tree")
+	recs, err := unpack(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits)
+	if err != nil {
+		return err
+	}
+	testHook("unpacked")
+	list, err := marshalFiles(d.Digest, recs)
+	if err != nil {
+		return err
+	}
+	if err := writeReadOnly(filepath.Join(work, "files"), list); err != nil {
+		return fmt.Errorf("writing the file list: %w", err)
+	}
+	if err := seal(tree, dirsOf(recs)); err != nil {
+		return err
+	}
+	if err := os.Rename(filepath.Join(work, "files"), c.treeFiles(hex)); err != nil {
+		return fmt.Errorf("moving the file list into place: %w", err)
+	}
+	testHook("listed")
+	if err := os.Rename(tree, c.treeDir(hex)); err != nil {
+		return fmt.Errorf("moving the tree into place: %w", err)
+	}
+	if err := syncDir(filepath.Dir(c.treeDir(hex))); err != nil {
+		return err
+	}
+	if err := os.Chmod(c.treeDir(hex), modeDir); err != nil {
+		return fmt.Errorf("making the tree read-only: %w", err)
+	}
+	emit(Event{Blob: d.Digest, Title: titleOf(d), Bytes: d.Size, Total: d.Size, Done: true})
+	return nil
+}
+
+// download streams blob d into dst, checking its size and sha256 on the way.
+func (c *Cache) download(ctx context.Context, d v1.Descriptor, fetch Fetch, dst string, emit func(Event)) error {
+	rc, err := fetch(ctx, d)
+	if err != nil {
+		return fmt.Errorf("fetching: %w", err)
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := sha256.New()
+	pr := &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
+	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(pr, d.Size+1))
+	if err != nil {
+		return fmt.Errorf("fetching: %w", err)
+	}
+	if n != d.Size {
+		return fmt.Errorf("%w: got %s bytes, the manifest says %d", oci.ErrSizeMismatch, atLeast(n, d.Size), d.Size)
+	}
+	if got := digest.NewDigestFromBytes(digest.SHA256, h.Sum(nil)); got != d.Digest {
+		return fmt.Errorf("%w: the bytes fetched hash to %s", oci.ErrDigestMismatch, got)
+	}
+	return f.Close()
+}
+
+// progressReader reports fetched bytes about every MiB and honours ctx.
+type progressReader struct {
+	ctx  context.Context
+	r    io.Reader
+	emit func(Event)
+	ev   Event
+	last int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := p.r.Read(b)
+	p.ev.Bytes += int64(n)
+	if p.ev.Bytes-p.last >= 1<<20 {
+		p.last = p.ev.Bytes
+		p.emit(p.ev)
+	}
+	return n, err
+}
+
+// touch records that layer hex was used now (the mtime of its hold lock
+// file), for GC's oldest-used-first order. Errors are ignored: the order is
+// a preference, not a guarantee.
+func (c *Cache) touch(hex string) {
+	p := c.lockPath("hold", hex)
+	now := time.Now()
+	if err := os.Chtimes(p, now, now); errors.Is(err, fs.ErrNotExist) {
+		if f, err := os.OpenFile(p, os.O_RDONLY|os.O_CREATE, 0o644); err == nil {
+			f.Close()
+		}
+	}
+}
