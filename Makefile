@@ -6,11 +6,13 @@ GO    ?= go
 BIN   := $(CURDIR)/bin
 TOOLS ?= $(HOME)/.cache/pylayer/tools
 export PATH := $(BIN):$(PATH)
+export PYLAYER_TOOLS := $(TOOLS)
 
 # Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download.
-DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc
+DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
+            docker-registry
 
-.PHONY: all build deps test unit lint fuzz demo bench clean
+.PHONY: all build deps tools test unit lint fuzz demo bench clean
 
 all: build
 
@@ -27,6 +29,11 @@ deps:
 	fi
 	@python3 -m pip --version >/dev/null 2>&1 || { echo "python3 -m pip is missing (install python3-pip)"; exit 1; }
 
+# The stock peer tools the tests check our artifacts with (cosign v2.6.5, crane), built once
+# into $(TOOLS) and reused: a fresh cosign build takes minutes, a cached one nothing.
+tools:
+	PYLAYER_TOOLS=$(TOOLS) bash scripts/tools.sh all
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -34,7 +41,7 @@ lint:
 
 # Every test: unit tests, fuzz seed corpora, and the end-to-end suites against real pip,
 # real Debian wheels and real servers on 127.0.0.1, all under the race detector.
-test: deps lint build
+test: deps tools lint build
 	$(GO) test -race -count=1 -timeout 30m ./...
 
 unit: build
