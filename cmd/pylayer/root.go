@@ -39,7 +39,8 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON on stdout")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log progress and decisions to stderr")
 	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else the per-user cache dir)")
-	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g))
+	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g), newPublishCmd(g), newPullCmd(g), newVerifyCmd(g),
+		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g))
 	return root
 }
 

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/internal/logctx"
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry"
+)
+
+type publishFlags struct {
+	regFlags
+	repo        string
+	key         string
+	indexURL    string
+	interpreter string
+	tags        []string
+}
+
+func newPublishCmd(g *globals) *cobra.Command {
+	f := &publishFlags{}
+	cmd := &cobra.Command{
+		Use:   "publish LOCK --repo REPO --key cosign.key",
+		Short: "Build (or reuse), push and sign a layer; prints REPO@sha256:...",
+		Long: `Build the layer of a lock (or reuse the one already built for its key), push it to a
+registry repository or an OCI layout (oci:DIR) tagged <kind>-<key>, and sign it with a
+cosign key (classic tag-based signature, no transparency log; the password comes from
+COSIGN_PASSWORD). Blobs the repository has are not uploaded again; an interrupted publish
+can be run again and completes.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runPublish(cmd, g, f, args[0]) },
+	}
+	f.regFlags.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository: HOST[:PORT]/path or oci:DIR (default $PYLAYER_REPO)")
+	fl.StringVar(&f.key, "key", "", "cosign private key file (required)")
+	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "index to fetch wheels from when building (default $PYLAYER_INDEX_URL, else the lock's URLs)")
+	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix (or python3) to compile .pyc with")
+	fl.StringArrayVar(&f.tags, "tag", nil, "also point this tag at the artifact, e.g. current (repeatable)")
+	return cmd
+}
+
+type publishResult struct {
+	Ref      string             `json:"ref"`
+	Digest   string             `json:"digest"`
+	Tag      string             `json:"tag"`
+	Key      string             `json:"key"`
+	Pushed   bool               `json:"pushed"` // false: the repository had it already
+	Stats    registry.PushStats `json:"stats"`
+	SignedBy string             `json:"signed_by"`
+}
+
+func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
+	ctx := cmd.Context()
+	log := logctx.From(ctx)
+	if f.repo == "" {
+		return errors.New("--repo is required: a registry repository (HOST[:PORT]/path) or oci:DIR")
+	}
+	if f.key == "" {
+		return errors.New("--key is required: the cosign private key to sign with (make one with pylayer keygen)")
+	}
+	l, err := lock.ReadFile(lockPath)
+	if err != nil {
+		return err
+	}
+	key, err := l.Key()
+	if err != nil {
+		return err
+	}
+	tag := string(l.Kind) + "-" + key
+	// Load the key before any transfer, so a wrong password fails fast.
+	signer, err := sign.LoadSigner(ctx, f.key, nil)
+	if err != nil {
+		return err
+	}
+	ref, repo, err := f.open(cmd, f.repo)
+	if err != nil {
+		return err
+	}
+	if ref.Tag != "" || ref.Digest != "" {
+		return fmt.Errorf("--repo %s: give the repository only; the tag is <kind>-<key>", f.repo)
+	}
+	res := publishResult{Tag: tag, Key: key}
+	desc, err := repo.Resolve(ctx, tag)
+	switch {
+	case err == nil:
+		log.Info("already published, not pushing again", "tag", tag)
+	case errors.Is(err, registry.ErrNotFound):
+		a, err := buildArtifact(cmd, g, l, f.indexURL, f.interpreter)
+		if err != nil {
+			return err
+		}
+		if desc, res.Stats, err = registry.Push(ctx, repo, a, tag); err != nil {
+			return err
+		}
+		res.Pushed = true
+		log.Info("pushed", "tag", tag, "uploaded", res.Stats.Uploaded, "skipped", res.Stats.Skipped, "bytes", res.Stats.BytesUploaded)
+	default:
+		return err
+	}
+	if _, err := sign.Sign(ctx, repo, desc, repo.Name(), signer); err != nil {
+		return fmt.Errorf("signing %s@%s: %w", repo.Name(), desc.Digest, err)
+	}
+	if ids, err := sign.NewVerifier(f.key, signer); err == nil {
+		if k := ids.KeyIDs(); len(k) > 0 {
+			res.SignedBy = k[0]
+		}
+	}
+	for _, t := range f.tags {
+		raw, err := repo.Manifest(ctx, desc)
+		if err != nil {
+			return err
+		}
+		if _, err := repo.PushManifest(ctx, raw, desc.MediaType, t); err != nil {
+			return fmt.Errorf("tagging %s: %w", t, err)
+		}
+	}
+	res.Digest = desc.Digest.String()
+	res.Ref = repo.Name() + "@" + res.Digest
+	return g.print(cmd.OutOrStdout(), res, res.Ref)
+}
+
+// buildArtifact builds the layer of l with the host's build cache.
+func buildArtifact(cmd *cobra.Command, g *globals, l *lock.Lock, indexURL, interpreter string) (oci.Artifact, error) {
+	cache, err := g.cacheDir()
+	if err != nil {
+		return oci.Artifact{}, err
+	}
+	interp, err := build.Interpreter(interpreter)
+	if err != nil {
+		return oci.Artifact{}, err
+	}
+	b := &build.Builder{Root: filepath.Join(cache, "build"), Options: build.Options{Interpreter: interp}}
+	src := indexURL
+	if src == "" && len(l.Packages) > 0 {
+		src = l.Packages[0].URL
+	}
+	if src != "" {
+		c, err := index.New(src)
+		if err != nil {
+			return oci.Artifact{}, fmt.Errorf("index: %w", err)
+		}
+		b.Fetcher = c
+	}
+	return oci.LayerArtifact(cmd.Context(), b, l)
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/registry"
+)
+
+func newPullCmd(g *globals) *cobra.Command {
+	f := &regFlags{}
+	cmd := &cobra.Command{
+		Use:   "pull REF --trust cosign.pub",
+		Short: "Verify and pull a layer into the read-only host cache; prints the layer root",
+		Long: `Resolve REF (HOST/repo:tag, HOST/repo@sha256:..., oci:DIR:tag) to a digest, verify its
+signature against the trust policy BEFORE fetching anything else, fetch only the blobs the
+cache lacks (digest-checked), unpack each wheel once, and assemble the read-only layer root.
+Concurrent pulls of one reference share the work; an interrupted pull leaves nothing half
+visible.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			pol, err := f.policy()
+			if err != nil {
+				return err
+			}
+			ref, repo, err := f.open(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			c, err := g.openCache()
+			if err != nil {
+				return err
+			}
+			warn := func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }
+			root, v, err := registry.Pull(ctx, repo, ref, pol, c, pullProgress(cmd.ErrOrStderr()), warn)
+			if err != nil {
+				return err
+			}
+			if err := c.SetRef(ctx, repo.Name()+"@"+v.Desc.Digest.String(), v.Desc.Digest); err != nil {
+				return err
+			}
+			if ref.Tag != "" {
+				if err := c.SetRef(ctx, repo.Name()+":"+ref.Tag, v.Desc.Digest); err != nil {
+					return err
+				}
+			}
+			out := map[string]any{"root": root, "digest": v.Desc.Digest.String(), "ref": repo.Name() + "@" + v.Desc.Digest.String(), "verified": !v.Unsigned}
+			return g.print(cmd.OutOrStdout(), out, root)
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+type verifyResult struct {
+	Ref        string          `json:"ref"`
+	Digest     string          `json:"digest"`
+	Verified   bool            `json:"verified"`
+	SignedBy   []string        `json:"signed_by"`
+	Kind       string          `json:"kind"`
+	Key        string          `json:"key"`
+	Base       string          `json:"base,omitempty"`
+	Target     string          `json:"target"`
+	Packages   []lock.Package  `json:"packages"`
+	Consistent bool            `json:"consistent"` // the layers are the lock's wheels, the key is the lock's
+	Manifest   json.RawMessage `json:"-"`
+}
+
+func newVerifyCmd(g *globals) *cobra.Command {
+	f := &regFlags{}
+	cmd := &cobra.Command{
+		Use:   "verify REF --trust cosign.pub",
+		Short: "Check a layer's signature and summarize its signed lock, for auditors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			pol, err := f.policy()
+			if err != nil {
+				return err
+			}
+			ref, repo, err := f.open(cmd, args[0])
+			if err != nil {
+				return err
+			}
+			v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+			if err != nil {
+				return err
+			}
+			m, err := oci.ParseManifest(v.Manifest)
+			if err != nil {
+				return err
+			}
+			res := verifyResult{Ref: repo.Name() + "@" + v.Desc.Digest.String(), Digest: v.Desc.Digest.String(), Verified: !v.Unsigned}
+			if v.Signature != nil {
+				for _, s := range v.Signature.Verified {
+					res.SignedBy = append(res.SignedBy, s.KeyID+" ("+s.KeySource+")")
+				}
+			}
+			l, err := readLock(cmd, repo, m.Config)
+			if err != nil {
+				return err
+			}
+			res.Kind, res.Base, res.Target, res.Packages = string(l.Kind), l.Base, l.Target.String(), l.Packages
+			res.Key, _ = l.Key()
+			res.Consistent = consistent(m, l, res.Key)
+			if !res.Consistent {
+				return fmt.Errorf("%s: the signed manifest does not match its own lock (layers or key differ): do not use it", res.Ref)
+			}
+			if g.json {
+				return g.print(cmd.OutOrStdout(), res, "")
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintf(w, "%s\nsigned by:\t%s\nkind:\t%s\nkey:\t%s\ntarget:\t%s\n", res.Ref, strings.Join(res.SignedBy, ", "), res.Kind, res.Key, res.Target)
+			if res.Base != "" {
+				fmt.Fprintf(w, "base:\t%s\n", res.Base)
+			}
+			fmt.Fprintln(w, "\nPACKAGE\tVERSION\tWHEEL\tSHA256")
+			for _, p := range res.Packages {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", p.Name, p.Version, p.Filename, p.SHA256)
+			}
+			return w.Flush()
+		},
+	}
+	f.register(cmd)
+	return cmd
+}
+
+// readLock fetches and parses the config blob of a layer: its lock.
+func readLock(cmd *cobra.Command, repo registry.Repo, d v1.Descriptor) (*lock.Lock, error) {
+	if d.MediaType != oci.MediaTypeLock {
+		return nil, fmt.Errorf("config is %s, not a pylayer lock", d.MediaType)
+	}
+	if d.Size > lock.MaxBytes {
+		return nil, fmt.Errorf("config of %d bytes is larger than a lock may be", d.Size)
+	}
+	rc, err := repo.Blob(cmd.Context(), d)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, err
+	}
+	return lock.Parse(b)
+}
+
+// consistent checks that a manifest's layers are exactly its lock's wheels and its key
+// annotation is the lock's key.
+func consistent(m *v1.Manifest, l *lock.Lock, key string) bool {
+	if m.Annotations[oci.AnnotationKey] != key || len(m.Layers) != len(l.Packages) {
+		return false
+	}
+	for i, ly := range m.Layers {
+		p := l.Packages[i]
+		if ly.Annotations[oci.AnnotationWheelSHA256] != p.SHA256 || ly.Annotations[v1.AnnotationTitle] != p.Filename {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/pylayer/pylayer/registry"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/trust"
+)
+
+// regFlags are the flags of every command that talks to a registry or the cache; they
+// work the same everywhere.
+type regFlags struct {
+	insecure []string
+	caFile   string
+	trust    string
+}
+
+func (r *regFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringArrayVar(&r.insecure, "insecure-registry", nil, "allow plain HTTP / unverified TLS to this registry HOST[:PORT] (loopback needs no flag for plain HTTP)")
+	fl.StringVar(&r.caFile, "ca-file", "", "PEM file of extra CA certificates trusted for registries")
+	fl.StringVar(&r.trust, "trust", os.Getenv("PYLAYER_TRUST"), "public key (PEM) or trust policy (JSON) for signatures (default $PYLAYER_TRUST)")
+}
+
+func (r *regFlags) options(cmd *cobra.Command) registry.Options {
+	return registry.Options{CAFile: r.caFile, Insecure: r.insecure, UserAgent: "pylayer", Progress: pushProgress(cmd.ErrOrStderr())}
+}
+
+// open parses s and opens its repository.
+func (r *regFlags) open(cmd *cobra.Command, s string) (registry.Ref, registry.Repo, error) {
+	ref, err := registry.ParseRef(s)
+	if err != nil {
+		return ref, nil, err
+	}
+	repo, err := registry.Open(cmd.Context(), ref, r.options(cmd))
+	return ref, repo, err
+}
+
+func (r *regFlags) policy() (*trust.Policy, error) {
+	if r.trust == "" {
+		return nil, nil // trust.Policy.For explains what to do
+	}
+	return trust.Load(r.trust)
+}
+
+func (g *globals) openCache() (*cache.Cache, error) {
+	dir, err := g.cacheDir()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cache.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("host cache %s: %w", dir, err)
+	}
+	return c, nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// pushProgress prints transfer steps on a terminal and nothing otherwise.
+func pushProgress(w io.Writer) func(registry.Event) {
+	if !isTerminal(w) {
+		return nil
+	}
+	return func(e registry.Event) {
+		switch e.Kind {
+		case registry.BlobUploaded, registry.BlobExists, registry.BlobMounted, registry.Retrying:
+			fmt.Fprintf(w, "%-10s %s %s\n", e.Kind, short(e.Digest.String()), human(e.Size))
+		}
+	}
+}
+
+// pullProgress draws one line of bytes fetched on a terminal, nothing otherwise.
+func pullProgress(w io.Writer) func(cache.Event) {
+	if !isTerminal(w) {
+		return nil
+	}
+	var mu sync.Mutex
+	done := map[string]int64{}
+	total := map[string]int64{}
+	return func(e cache.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		k := e.Blob.String()
+		done[k], total[k] = e.Bytes, e.Total
+		if e.Done {
+			done[k] = e.Total
+		}
+		var d, t int64
+		for k := range total {
+			d += done[k]
+			t += total[k]
+		}
+		pct := 100.0
+		if t > 0 {
+			pct = 100 * float64(d) / float64(t)
+		}
+		fmt.Fprintf(w, "\rpulling %5.1f%%  %s / %s  ", pct, human(d), human(t))
+		if t == d {
+			fmt.Fprintln(w)
+		}
+	}
+}
+
+func short(d string) string {
+	if len(d) > 19 {
+		return d[:19]
+	}
+	return d
+}
+
+func human(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
