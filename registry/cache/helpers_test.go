@@ -208,10 +208,17 @@ func must(t testing.TB, err error) {
 
 func openCache(t testing.TB, opts ...Option) *Cache {
 	t.Helper()
-	c, err := Open(filepath.Join(t.TempDir(), "cache"), opts...)
+	c, err := Open(cacheRoot(t), opts...)
 	must(t, err)
-	t.Cleanup(func() { forceRemoveAll(c.Root()) })
 	return c
+}
+
+// cacheRoot is a new cache directory, removed after the test although it
+// holds read-only directories (t.TempDir's cleanup cannot, unless root).
+func cacheRoot(t testing.TB) string {
+	root := filepath.Join(t.TempDir(), "cache")
+	t.Cleanup(func() { forceRemoveAll(root) })
+	return root
 }
 
 // names lists a directory's entries, sorted.

@@ -143,7 +143,7 @@ func bigWheel(t *testing.T, name string, kib int) wheel {
 func TestConcurrentProcesses(t *testing.T) {
 	w1, w2, w3, w4 := bigWheel(t, "w1", 200), bigWheel(t, "w2", 200), bigWheel(t, "w3", 200), bigWheel(t, "w4", 200)
 	m1, m2 := artifact(t, "m1", w1, w2, w3), artifact(t, "m2", w2, w3, w4)
-	fxDir, root := t.TempDir(), filepath.Join(t.TempDir(), "cache")
+	fxDir, root := t.TempDir(), cacheRoot(t)
 	writeFixtures(t, fxDir, m1, m2)
 	counter := filepath.Join(t.TempDir(), "fetches")
 
@@ -206,7 +206,7 @@ func TestKillAnywhere(t *testing.T) {
 	ctx := context.Background()
 	stages := map[string]int{}
 	for i := range 20 {
-		root := filepath.Join(t.TempDir(), "cache")
+		root := cacheRoot(t)
 		cmd := helperCmd(t, "install", root, fxDir, fx.md,
 			"PYLAYER_CACHE_READ_DELAY=1ms", "PYLAYER_CACHE_STEP_DELAY=8ms", "PYLAYER_CACHE_PARALLEL=2")
 		var out strings.Builder
@@ -265,7 +265,7 @@ func TestKillAnywhere(t *testing.T) {
 // TestHoldAcrossProcesses: a layer held by another process survives GC.
 func TestHoldAcrossProcesses(t *testing.T) {
 	ctx := context.Background()
-	root := filepath.Join(t.TempDir(), "cache")
+	root := cacheRoot(t)
 	c, err := Open(root)
 	must(t, err)
 	s := newStore()
