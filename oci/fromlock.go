@@ -9,8 +9,6 @@ import (
 	"runtime"
 	"sync"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
 )
@@ -55,15 +53,6 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 		ann[AnnotationBase] = l.Base
 	}
 	return Artifact{ArtifactType: ArtifactTypeLayer, Config: canon, Layers: blobs, Annotations: ann}, nil
-}
-
-// BuildLayer builds l's artifact into layout under tag and returns the manifest descriptor.
-func BuildLayer(ctx context.Context, b *build.Builder, l *lock.Lock, layout *Layout, tag string) (v1.Descriptor, error) {
-	a, err := LayerArtifact(ctx, b, l)
-	if err != nil {
-		return v1.Descriptor{}, err
-	}
-	return layout.Put(ctx, a, tag)
 }
 
 // treeBlob packs a tree once: the blob and its descriptor are cached under dir by tree key.

@@ -80,7 +80,11 @@ func buildInto(t *testing.T, l *lock.Lock, idxDir, cache, out string) string {
 		t.Fatal(err)
 	}
 	key, _ := l.Key()
-	d, err := BuildLayer(context.Background(), &build.Builder{Root: cache, Fetcher: c}, l, lay, "base-"+key)
+	a, err := LayerArtifact(context.Background(), &build.Builder{Root: cache, Fetcher: c}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := lay.Put(context.Background(), a, "base-"+key)
 	if err != nil {
 		t.Fatal(err)
 	}

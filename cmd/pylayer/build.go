@@ -2,15 +2,11 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/pylayer/pylayer/layers/build"
-	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 )
@@ -75,29 +71,11 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 			return g.print(cmd.OutOrStdout(), res, res.Digest)
 		}
 	}
-	cache, err := g.cacheDir()
+	a, err := buildArtifact(cmd, g, l, f.indexURL, f.interpreter)
 	if err != nil {
 		return err
 	}
-	interp, err := build.Interpreter(f.interpreter)
-	if err != nil {
-		return err
-	}
-	b := &build.Builder{Root: filepath.Join(cache, "build"), Options: build.Options{Interpreter: interp}}
-	if f.indexURL != "" {
-		c, err := index.New(f.indexURL)
-		if err != nil {
-			return fmt.Errorf("--index-url: %w", err)
-		}
-		b.Fetcher = c
-	} else if len(l.Packages) > 0 {
-		c, err := index.New(l.Packages[0].URL)
-		if err != nil {
-			return fmt.Errorf("no --index-url, and the lock's URL is unusable: %w", err)
-		}
-		b.Fetcher = c
-	}
-	desc, err := oci.BuildLayer(ctx, b, l, layout, tag)
+	desc, err := layout.Put(ctx, a, tag)
 	if err != nil {
 		return err
 	}
