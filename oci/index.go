@@ -41,7 +41,21 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 		return v1.Descriptor{}, fmt.Errorf("putting %s: manifest: %w", tag, err)
 	}
 	mdesc.Annotations = map[string]string{v1.AnnotationRefName: tag}
-	err = l.withIndexLock(ctx, func() error {
+	if err := l.Tag(ctx, mdesc, tag); err != nil {
+		return v1.Descriptor{}, fmt.Errorf("putting %s: %w", tag, err)
+	}
+	return mdesc, nil
+}
+
+// Tag points tag at entry (a manifest already in the layout) in index.json, replacing the
+// entry that had the tag. index.json is rewritten atomically under the index lock, so
+// concurrent taggers keep every tag; entries are sorted by tag.
+func (l *Layout) Tag(ctx context.Context, entry v1.Descriptor, tag string) error {
+	if err := ValidTag(tag); err != nil {
+		return err
+	}
+	entry.Annotations = map[string]string{v1.AnnotationRefName: tag}
+	err := l.withIndexLock(ctx, func() error {
 		idx, err := l.readIndex()
 		if err != nil {
 			return err
@@ -52,7 +66,7 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 				kept = append(kept, m)
 			}
 		}
-		idx.Manifests = append(kept, mdesc)
+		idx.Manifests = append(kept, entry)
 		b, err := marshalIndex(idx)
 		if err != nil {
 			return err
@@ -60,9 +74,9 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 		return writeAtomic(l.Dir, indexFile, b)
 	})
 	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("putting %s: updating %s: %w", tag, indexFile, err)
+		return fmt.Errorf("tagging %s: updating %s: %w", tag, indexFile, err)
 	}
-	return mdesc, nil
+	return nil
 }
 
 func (l *Layout) putFile(ctx context.Context, lb LayerBlob) error {

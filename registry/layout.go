@@ -247,9 +247,7 @@ func (r *layoutRepo) PushManifest(ctx context.Context, raw []byte, mediaType, ta
 		return v1.Descriptor{}, fmt.Errorf("%s: %w", r.Name(), translate(err))
 	}
 	if tag != "" {
-		entry := desc
-		entry.Annotations = map[string]string{v1.AnnotationRefName: tag}
-		if err := setTag(ctx, r.dir, entry, tag); err != nil {
+		if err := l.Tag(ctx, desc, tag); err != nil {
 			return v1.Descriptor{}, fmt.Errorf("%s: tagging %s: %w", r.Name(), tag, err)
 		}
 	}
