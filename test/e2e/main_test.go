@@ -79,10 +79,18 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// pylayer builds ./cmd/pylayer once per run and returns the binary's path.
+// pylayer builds ./cmd/pylayer once per run and returns the binary's path. With
+// $PYLAYER_E2E_BIN set, the suites test that binary instead of building one.
 func pylayer(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
+		if p := os.Getenv("PYLAYER_E2E_BIN"); p != "" {
+			if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+				binErr = fmt.Errorf("$PYLAYER_E2E_BIN=%s is not an executable file (%v)", p, err)
+			}
+			binPath = p
+			return
+		}
 		root, err := moduleRoot()
 		if err != nil {
 			binErr = err
