@@ -1,0 +1,237 @@
+package sandbox
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Fixed paths and values inside the sandbox.
+const (
+	InterpreterDir = "/opt/python"
+	ShimBinDir     = "/opt/pylayer/bin"
+	WorkspaceDir   = "/workspace"
+	Home           = "/home/sandbox"
+	// Path is the sandbox's PATH, whatever the caller's PATH is.
+	Path = "/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin"
+
+	layersDir = "/opt/pylayer/layers"
+	guardDir  = "/opt/pylayer/guard"
+	userName  = "sandbox"
+	uid       = "1000"
+	gid       = "1000"
+	// firstDataFD is the descriptor of DataFiles()[0]; exec.Cmd.ExtraFiles[i]
+	// becomes descriptor 3+i.
+	firstDataFD = 3
+)
+
+var (
+	//go:embed shim/pip.sh
+	pipShim []byte
+	//go:embed shim/pip_init.py
+	pipGuard []byte
+	//go:embed shim/sitecustomize.py
+	siteCustomize []byte
+)
+
+var (
+	passwdData = []byte("root:x:0:0:root:/root:/usr/sbin/nologin\n" +
+		userName + ":x:" + uid + ":" + gid + ":pylayer sandbox:" + Home + ":/bin/sh\n" +
+		"nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")
+	groupData = []byte("root:x:0:\n" + userName + ":x:" + gid + ":\n" + "nogroup:x:65534:\n")
+)
+
+// Indexes into DataFiles: the file Argv binds from descriptor firstDataFD+i.
+const (
+	dataPipShim = iota
+	dataPipGuard
+	dataPasswd
+	dataGroup
+	dataSiteCustomize
+	numData
+)
+
+// DataFiles returns the contents of the files that Argv's command line reads
+// from inherited descriptors (bwrap --ro-bind-data): DataFiles()[i] must be
+// readable, to its end, from descriptor 3+i of the bwrap process (for example
+// exec.Cmd.ExtraFiles[i] set to the read end of a pipe). Run does this.
+func DataFiles() [][]byte {
+	out := make([][]byte, numData)
+	out[dataPipShim] = append([]byte(nil), pipShim...)
+	out[dataPipGuard] = append([]byte(nil), pipGuard...)
+	out[dataPasswd] = append([]byte(nil), passwdData...)
+	out[dataGroup] = append([]byte(nil), groupData...)
+	out[dataSiteCustomize] = append([]byte(nil), siteCustomize...)
+	return out
+}
+
+// Files from the host's /etc that the sandbox gets, read-only, when present.
+var etcFiles = []string{
+	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
+	"/etc/alternatives", "/etc/ssl/certs",
+}
+
+// Top-level directories that merged-usr systems make symlinks into /usr.
+var usrLinks = []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
+
+// pip names that run the shim.
+var pipNames = []string{"pip", "pip3", "pip3.9", "pip3.10", "pip3.11", "pip3.12", "pip3.13", "pip3.14"}
+
+// hostFS is the little of the host file system that Argv looks at.
+type hostFS interface {
+	Lstat(name string) (fs.FileInfo, error)
+	Readlink(name string) (string, error)
+}
+
+type osFS struct{}
+
+func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (osFS) Readlink(name string) (string, error)   { return os.Readlink(name) }
+
+// Argv returns the complete command line, starting with bwrap (an absolute
+// path, see FindBwrap), that runs s.Command in a sandbox. The command line reads
+// DataFiles from descriptors 3 onwards. Argv looks only at whether the host's
+// /bin, /lib ... are symlinks; it neither checks that s's paths exist nor runs
+// anything. An invalid Spec gives an error matching ErrInvalidSpec.
+func Argv(bwrap string, s Spec) ([]string, error) {
+	return argv(osFS{}, bwrap, s)
+}
+
+func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
+	if err := checkHostPath("bwrap", bwrap); err != nil {
+		return nil, err
+	}
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		return nil, fmt.Errorf("%w: no command to run", ErrInvalidSpec)
+	}
+	for i, a := range s.Command {
+		if strings.IndexByte(a, 0) >= 0 {
+			return nil, fmt.Errorf("%w: command argument %d contains a NUL byte", ErrInvalidSpec, i)
+		}
+	}
+	if s.Interpreter != "" {
+		if err := checkHostPath("interpreter", s.Interpreter); err != nil {
+			return nil, err
+		}
+	}
+	if s.Workspace != "" {
+		if err := checkHostPath("workspace", s.Workspace); err != nil {
+			return nil, err
+		}
+	}
+	cwd := s.Cwd
+	if cwd == "" {
+		cwd = WorkspaceDir
+	}
+	if err := checkSandboxPath("cwd", cwd); err != nil {
+		return nil, err
+	}
+	layers, err := layerMounts(s.Layers)
+	if err != nil {
+		return nil, err
+	}
+	env, err := environment(s.Env, layers)
+	if err != nil {
+		return nil, err
+	}
+
+	a := []string{bwrap, "--unshare-all", "--unshare-user"}
+	if s.Network {
+		a = append(a, "--share-net")
+	}
+	a = append(a,
+		"--uid", uid, "--gid", gid, "--hostname", userName,
+		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
+		"--ro-bind", "/usr", "/usr")
+	for _, d := range usrLinks {
+		fi, err := host.Lstat(d)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("inspecting host %s: %w", d, err)
+		case fi.Mode()&fs.ModeSymlink != 0:
+			target, err := host.Readlink(d)
+			if err != nil {
+				return nil, fmt.Errorf("inspecting host %s: %w", d, err)
+			}
+			a = append(a, "--symlink", target, d)
+		case fi.IsDir():
+			a = append(a, "--ro-bind", d, d)
+		}
+	}
+	for _, f := range etcFiles {
+		a = append(a, "--ro-bind-try", f, f)
+	}
+	a = append(a,
+		"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
+		"--perms", "0444", "--ro-bind-data", fd(dataGroup), "/etc/group",
+		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--tmpfs", "/home", "--perms", "0700", "--dir", Home)
+	if s.Interpreter != "" {
+		a = append(a, "--ro-bind", s.Interpreter, InterpreterDir)
+	} else {
+		a = append(a,
+			"--symlink", "/usr/bin/python3", InterpreterDir+"/bin/python3",
+			"--symlink", "python3", InterpreterDir+"/bin/python")
+	}
+	a = append(a, "--perms", "0555", "--ro-bind-data", fd(dataPipShim), ShimBinDir+"/pip")
+	for _, n := range pipNames[1:] {
+		a = append(a, "--symlink", "pip", ShimBinDir+"/"+n)
+	}
+	a = append(a,
+		"--perms", "0444", "--ro-bind-data", fd(dataPipGuard), guardDir+"/pip/__init__.py",
+		"--perms", "0444", "--ro-bind-data", fd(dataSiteCustomize), guardDir+"/sitecustomize.py")
+	for _, l := range layers {
+		a = append(a, "--ro-bind", l.host, l.dest)
+	}
+	if s.Workspace != "" {
+		a = append(a, "--bind", s.Workspace, WorkspaceDir)
+	} else {
+		a = append(a, "--perms", "0755", "--tmpfs", WorkspaceDir)
+	}
+	a = append(a, "--remount-ro", "/", "--chdir", cwd, "--clearenv")
+	for _, kv := range env {
+		a = append(a, "--setenv", kv[0], kv[1])
+	}
+	a = append(a, "--")
+	return append(a, s.Command...), nil
+}
+
+func fd(i int) string { return strconv.Itoa(firstDataFD + i) }
+
+// environment returns the sandbox's variables sorted by name.
+func environment(extra map[string]string, layers []mountedLayer) ([][2]string, error) {
+	pp := []string{guardDir}
+	for _, l := range layers {
+		pp = append(pp, l.dest+"/site-packages")
+	}
+	vars := map[string]string{
+		"PATH":                    Path,
+		"PYTHONPATH":              strings.Join(pp, ":"),
+		"PIP_NO_INDEX":            "1",
+		"PYTHONDONTWRITEBYTECODE": "1",
+		"PYTHONNOUSERSITE":        "1",
+		"HOME":                    Home,
+		"USER":                    userName,
+		"LOGNAME":                 userName,
+		"LANG":                    "C.UTF-8",
+	}
+	for k, v := range extra {
+		if err := checkEnv(k, v); err != nil {
+			return nil, err
+		}
+		vars[k] = v
+	}
+	out := make([][2]string, 0, len(vars))
+	for k, v := range vars {
+		out = append(out, [2]string{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out, nil
+}

@@ -1,0 +1,65 @@
+// Package sandbox runs a command in a bubblewrap (bwrap) sandbox assembled from
+// paths: a CPython prefix mounted read-only at /opt/python, pylayer layer roots
+// mounted read-only under /opt/pylayer/layers/, and a workspace mounted
+// read-write at /workspace.
+//
+// Argv builds the bwrap command line as plain data (testable without root); Run
+// executes it with a timeout, a process group killed whole, capped output and an
+// empty environment for bwrap itself, after checking that the Spec's host paths
+// exist; Check and FindBwrap serve `pylayer doctor`.
+//
+// # What the sandbox sees
+//
+//   - /usr read-only; /bin, /lib, /lib64, /lib32, /libx32 and /sbin as the
+//     host has them (a symlink such as bin -> usr/bin on merged-usr systems is
+//     recreated as a symlink, a real directory is bound read-only).
+//   - From /etc only: ld.so.cache, ld.so.conf, ld.so.conf.d, localtime,
+//     alternatives and ssl/certs (read-only, each only if present), plus a
+//     generated two-line passwd and group naming the sandbox user. The host's
+//     /etc is never bound as a whole: it holds host names, credentials and
+//     configuration that a sandboxed program has no business reading.
+//   - A fresh /proc and /dev, tmpfs /tmp and /home (HOME=/home/sandbox), and
+//     nothing of the host's /home, /root, /var or /run. The root is read-only.
+//   - All namespaces unshared (--unshare-all plus an explicit user namespace):
+//     no network, its own pids, uid and gid 1000 ("sandbox"), no capabilities,
+//     hostname "sandbox". --die-with-parent and --new-session.
+//   - The environment is cleared; then a fixed PATH
+//     (/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin, never
+//     inherited), PYTHONPATH, PIP_NO_INDEX=1, PYTHONDONTWRITEBYTECODE=1,
+//     PYTHONNOUSERSITE=1, HOME, USER, LOGNAME, LANG=C.UTF-8 and the variables the
+//     caller names in Spec.Env (never one whose name looks like a secret).
+//
+// # Layers
+//
+// Layer i of Spec.Layers is mounted at /opt/pylayer/layers/<i>-<kind>.
+// PYTHONPATH lists the guard directory first, then the ext layers'
+// site-packages in Spec order, then the base's; an iso layer takes the place of
+// the base, which is then not mounted at all. A sitecustomize.py in the guard
+// directory then moves the layer entries (same order) from before the standard
+// library to just before the interpreter's own site directories, where pip would
+// have put the packages, so a wheel's top-level enum.py or typing.py cannot shadow
+// the stdlib, and processes the layers' .pth files as site.addsitedir does
+// (namespace-package .pth files of zope.*, backports.* ... need this). It then
+// runs the interpreter's own sitecustomize, if any. Layer bin/ directories are
+// deliberately not on PATH (PATH is fixed): run a console script by its
+// absolute path, /opt/pylayer/layers/<i>-<kind>/bin/<name>, or as
+// `python3 -m module`.
+//
+// # pip
+//
+// /opt/pylayer/bin/pip, pip3 and pip3.9 to pip3.14 are a shim that explains how to ask for
+// packages and exits 1; /opt/pylayer/guard/pip/__init__.py, first on PYTHONPATH,
+// makes `python3 -m pip` and `import pip` fail with the same explanation. The
+// shim files reach bwrap as --ro-bind-data from inherited descriptors (see
+// DataFiles), so nothing is written on the host and nothing needs cleaning up.
+//
+// # Degraded mode
+//
+// With Spec.Interpreter == "" the host's /usr/bin/python3 is used: /opt/python
+// then holds only bin/python3 and bin/python, symlinks to /usr/bin/python3, so
+// that layer console scripts (#!/opt/python/bin/python3) still run. The host
+// interpreter's own dist-packages stay on sys.path after PYTHONPATH.
+//
+// Package sandbox only needs paths: it must never import registry, oci, broker,
+// catalog or the CLI. It never prints and never logs.
+package sandbox
