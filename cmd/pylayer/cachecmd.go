@@ -6,10 +6,13 @@ import (
 	"os"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/sandbox"
 )
 
 func newKeygenCmd(g *globals) *cobra.Command {
@@ -125,31 +128,105 @@ func newGCCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
+type check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+type doctorResult struct {
+	Checks []check            `json:"checks"`
+	Cache  cache.DoctorReport `json:"cache"`
+}
+
 func newDoctorCmd(g *globals) *cobra.Command {
 	var repair bool
+	var python string
+	f := &regFlags{}
 	cmd := &cobra.Command{
-		Use:   "doctor [--repair]",
-		Short: "Re-hash the host cache against its digests; report (and with --repair remove) damage",
-		Args:  cobra.NoArgs,
+		Use:   "doctor [--repair] [--python REF]",
+		Short: "Check the host: bwrap and namespaces, the interpreter in the sandbox, the trust policy, the cache",
+		Long: `Check what sessions on this host need: bwrap is present and can create namespaces, the
+interpreter runs inside the sandbox (or degraded mode is said plainly), a trust policy is
+set, and the cache is sound (every tree re-hashed against its file list, every layer's
+links checked). With --repair, damaged trees and layers are removed so the next pull
+fetches them again. Exits non-zero when a check fails.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			var res doctorResult
+			add := func(name string, err error, ok string) {
+				c := check{Name: name, OK: err == nil, Detail: ok}
+				if err != nil {
+					c.Detail = err.Error()
+				}
+				res.Checks = append(res.Checks, c)
+			}
+			bwrap, err := sandbox.FindBwrap()
+			if err == nil {
+				err = sandbox.Check(ctx, bwrap)
+			}
+			add("bwrap", err, "present at "+bwrap+", can create namespaces")
 			c, err := g.openCache()
 			if err != nil {
 				return err
 			}
-			r, err := c.Doctor(cmd.Context(), repair)
-			if err != nil {
+			spec := sandbox.Spec{Command: []string{"python3", "-c", "import sys; print(sys.version.split()[0], sys.prefix)"}}
+			interp := "degraded mode: no interpreter artifact given (--python); sessions use the host's /usr/bin/python3"
+			if python != "" {
+				m, err := ensureLayer(cmd, f, c, python)
+				if err != nil {
+					add("interpreter", err, "")
+				} else {
+					defer m.release()
+					spec.Interpreter = m.root
+					interp = "interpreter artifact " + m.digest.String()
+				}
+			}
+			if bwrap != "" && (python == "" || spec.Interpreter != "") {
+				out, err := sandbox.Run(ctx, bwrap, spec, sandbox.RunOptions{Timeout: 30 * time.Second})
+				if err == nil && out.ExitCode != 0 {
+					err = fmt.Errorf("python3 exited %d in the sandbox: %s", out.ExitCode, out.Stderr)
+				}
+				detail := interp
+				if err == nil {
+					detail += ": runs in the sandbox (" + strings.TrimSpace(string(out.Stdout)) + ")"
+				}
+				add("interpreter", err, detail)
+			}
+			pol, err := f.policy()
+			if err == nil && pol == nil {
+				err = errors.New("no trust policy: set PYLAYER_TRUST or pass --trust (a cosign public key or a policy file); pulls are refused without one")
+			}
+			add("trust", err, "policy "+f.trust)
+			res.Cache, err = c.Doctor(ctx, repair)
+			if err == nil && len(res.Cache.Bad) > 0 && !repair {
+				err = fmt.Errorf("%d damaged trees or layers: run pylayer doctor --repair, then pull again", len(res.Cache.Bad))
+			}
+			add("cache", err, fmt.Sprintf("%d trees and layers checked, sound", res.Cache.Checked))
+			var b strings.Builder
+			failed := 0
+			for _, ch := range res.Checks {
+				mark := "ok  "
+				if !ch.OK {
+					mark = "FAIL"
+					failed++
+				}
+				fmt.Fprintf(&b, "%s %-12s %s\n", mark, ch.Name, ch.Detail)
+			}
+			b.WriteString(doctorText(res.Cache.Checked, res.Cache.Bad, res.Cache.Repaired))
+			if err := g.print(cmd.OutOrStdout(), res, b.String()); err != nil {
 				return err
 			}
-			if err := g.print(cmd.OutOrStdout(), r, doctorText(r.Checked, r.Bad, r.Repaired)); err != nil {
-				return err
-			}
-			if len(r.Bad) > 0 && !repair {
-				return errors.New("the cache is damaged: run pylayer doctor --repair, then pull again")
+			if failed > 0 {
+				return fmt.Errorf("%d of %d checks failed", failed, len(res.Checks))
 			}
 			return nil
 		},
 	}
+	f.register(cmd)
 	cmd.Flags().BoolVar(&repair, "repair", false, "remove damaged trees and layers so the next pull fetches them again")
+	cmd.Flags().StringVar(&python, "python", "", "interpreter artifact to check in the sandbox")
 	return cmd
 }
 

@@ -61,7 +61,6 @@ type publishResult struct {
 
 func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
 	ctx := cmd.Context()
-	log := logctx.From(ctx)
 	if f.repo == "" {
 		return errors.New("--repo is required: a registry repository (HOST[:PORT]/path) or oci:DIR")
 	}
@@ -82,51 +81,65 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 	if err != nil {
 		return err
 	}
-	ref, repo, err := f.open(cmd, f.repo)
+	res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags,
+		func() (oci.Artifact, error) { return buildArtifact(cmd, g, l, f.indexURL, f.interpreter) })
 	if err != nil {
 		return err
 	}
-	if ref.Tag != "" || ref.Digest != "" {
-		return fmt.Errorf("--repo %s: give the repository only; the tag is <kind>-<key>", f.repo)
+	res.Key = key
+	return g.print(cmd.OutOrStdout(), res, res.Ref)
+}
+
+// publishArtifact pushes the artifact make builds (unless repoStr already has tag), signs
+// it, and points the extra tags at it.
+func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer sign.Signer, keyPath, tag string, tags []string, make func() (oci.Artifact, error)) (publishResult, error) {
+	ctx := cmd.Context()
+	log := logctx.From(ctx)
+	res := publishResult{Tag: tag}
+	ref, repo, err := rf.open(cmd, repoStr)
+	if err != nil {
+		return res, err
 	}
-	res := publishResult{Tag: tag, Key: key}
+	if ref.Tag != "" || ref.Digest != "" {
+		return res, fmt.Errorf("--repo %s: give the repository only; pylayer chooses the tag", repoStr)
+	}
 	desc, err := repo.Resolve(ctx, tag)
 	switch {
 	case err == nil:
 		log.Info("already published, not pushing again", "tag", tag)
 	case errors.Is(err, registry.ErrNotFound):
-		a, err := buildArtifact(cmd, g, l, f.indexURL, f.interpreter)
+		a, err := make()
 		if err != nil {
-			return err
+			return res, err
 		}
 		if desc, res.Stats, err = registry.Push(ctx, repo, a, tag); err != nil {
-			return err
+			return res, err
 		}
 		res.Pushed = true
 		log.Info("pushed", "tag", tag, "uploaded", res.Stats.Uploaded, "skipped", res.Stats.Skipped, "bytes", res.Stats.BytesUploaded)
 	default:
-		return err
+		return res, err
 	}
 	if _, err := sign.Sign(ctx, repo, desc, repo.Name(), signer); err != nil {
-		return fmt.Errorf("signing %s@%s: %w", repo.Name(), desc.Digest, err)
+		return res, fmt.Errorf("signing %s@%s: %w", repo.Name(), desc.Digest, err)
 	}
-	if ids, err := sign.NewVerifier(f.key, signer); err == nil {
+	if ids, err := sign.NewVerifier(keyPath, signer); err == nil {
 		if k := ids.KeyIDs(); len(k) > 0 {
 			res.SignedBy = k[0]
 		}
 	}
-	for _, t := range f.tags {
+	for _, t := range tags {
 		raw, err := repo.Manifest(ctx, desc)
 		if err != nil {
-			return err
+			return res, err
 		}
 		if _, err := repo.PushManifest(ctx, raw, desc.MediaType, t); err != nil {
-			return fmt.Errorf("tagging %s: %w", t, err)
+			return res, fmt.Errorf("tagging %s: %w", t, err)
 		}
 	}
 	res.Digest = desc.Digest.String()
 	res.Ref = repo.Name() + "@" + res.Digest
-	return g.print(cmd.OutOrStdout(), res, res.Ref)
+	return res, nil
 }
 
 // buildArtifact builds the layer of l with the host's build cache.

@@ -65,6 +65,13 @@ func locks(t testing.TB) map[string]string {
 	return lockPaths
 }
 
+// unusedPublicKey is a P-256 public key nothing is signed with: the hosts' default trust.
+const unusedPublicKey = `-----BEGIN PUBLIC KEY-----
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEDhBu4Cg2ugyXPofv0WfOLiTd8wdy
+nBd55wl+55wl0m4bzOnQ+zYM3rg+F0NBN5bG/UbglsI2i2/JO0IuTzAR5Q==
+-----END PUBLIC KEY-----
+`
+
 // host is one machine as the suites see it: its own HOME, host cache and environment.
 // pylayer runs with a cleared environment plus these variables.
 type host struct {
@@ -77,7 +84,13 @@ func newHost(t testing.TB, env ...string) *host {
 	t.Helper()
 	home := t.TempDir()
 	h := &host{home: home, cache: filepath.Join(home, "cache")}
+	// A host has a trust policy (doctor insists); pulls in the tests name their own with --trust.
+	hostTrust := filepath.Join(home, "host-trust.pub")
+	if err := os.WriteFile(hostTrust, []byte(unusedPublicKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	h.env = append([]string{
+		"PYLAYER_TRUST=" + hostTrust,
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
 		"TMPDIR=" + os.TempDir(),

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/registry"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/sandbox"
+)
+
+type runFlags struct {
+	regFlags
+	python    string
+	layers    []string
+	workspace string
+	timeout   time.Duration
+	printArgv bool
+	env       []string
+	maxOutput int64
+}
+
+// exitCode makes main exit with a sandboxed command's status without printing an error.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func newRunCmd(g *globals) *cobra.Command {
+	f := &runFlags{}
+	cmd := &cobra.Command{
+		Use:   "run [--python REF] [--layer REF ...] [--workspace DIR] -- CMD ...",
+		Short: "Run a command in a bwrap sandbox on verified layers; exits with its status",
+		Long: `Pull and verify what is missing (references by digest that are in the cache need no
+network), hold the layers against gc while the command runs, and run it in bubblewrap: no
+network, read-only system, the interpreter at /opt/python, layers read-only, the workspace
+read-write at /workspace, a cleared environment. Without --python the host's /usr/bin/python3
+is used (degraded mode, said on stderr).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runRun(cmd, g, f, args) },
+	}
+	f.regFlags.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.python, "python", "", "interpreter artifact reference (default: the host's /usr/bin/python3, degraded)")
+	fl.StringArrayVar(&f.layers, "layer", nil, "layer reference (repeatable): base, ext or iso")
+	fl.StringVar(&f.workspace, "workspace", "", "host directory mounted read-write at /workspace (default: an empty tmpfs)")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "kill the command's whole process group after this long")
+	fl.BoolVar(&f.printArgv, "print-argv", false, "print the bwrap argv instead of running (with --json: as JSON)")
+	fl.StringArrayVar(&f.env, "env", nil, "pass NAME=VALUE into the sandbox (repeatable; names that look like secrets are refused)")
+	fl.Int64Var(&f.maxOutput, "max-output", 1<<20, "cap on each of stdout and stderr, in bytes")
+	return cmd
+}
+
+// mounted is a layer root in the cache, held for the run.
+type mounted struct {
+	root, kind string
+	digest     digest.Digest
+	release    func()
+}
+
+func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
+	ctx := cmd.Context()
+	c, err := g.openCache()
+	if err != nil {
+		return err
+	}
+	var held []mounted
+	defer func() {
+		for _, m := range held {
+			m.release()
+		}
+	}()
+	spec := sandbox.Spec{Command: args, Env: map[string]string{}}
+	if f.python != "" {
+		m, err := ensureLayer(cmd, &f.regFlags, c, f.python)
+		if err != nil {
+			return fmt.Errorf("--python %s: %w", f.python, err)
+		}
+		held = append(held, m)
+		if m.kind != "python" {
+			return fmt.Errorf("--python %s is a %s layer, not an interpreter", f.python, m.kind)
+		}
+		spec.Interpreter = m.root
+	}
+	for i, ref := range f.layers {
+		m, err := ensureLayer(cmd, &f.regFlags, c, ref)
+		if err != nil {
+			return fmt.Errorf("--layer %s: %w", ref, err)
+		}
+		held = append(held, m)
+		if m.kind == "python" {
+			return fmt.Errorf("--layer %s is an interpreter: give it with --python", ref)
+		}
+		spec.Layers = append(spec.Layers, sandbox.Layer{Root: m.root, Kind: m.kind, Name: fmt.Sprintf("%d-%s", i, m.kind)})
+	}
+	if f.workspace != "" {
+		ws, err := filepath.Abs(f.workspace)
+		if err != nil {
+			return err
+		}
+		if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--workspace %s: not a directory", f.workspace)
+		}
+		spec.Workspace = ws
+	}
+	for _, kv := range f.env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--env %q: want NAME=VALUE", kv)
+		}
+		spec.Env[k] = v
+	}
+	bwrap, err := sandbox.FindBwrap()
+	if err != nil {
+		return err
+	}
+	if spec.Degraded() {
+		fmt.Fprintln(cmd.ErrOrStderr(), "pylayer: degraded mode: no interpreter artifact given (--python); using the host's /usr/bin/python3")
+	}
+	if f.printArgv {
+		argv, err := sandbox.Argv(bwrap, spec)
+		if err != nil {
+			return err
+		}
+		if g.json {
+			return g.print(cmd.OutOrStdout(), map[string]any{"argv": argv, "degraded": spec.Degraded()}, "")
+		}
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), strings.Join(argv, "\n"))
+		return err
+	}
+	res, err := sandbox.Run(ctx, bwrap, spec, sandbox.RunOptions{Timeout: f.timeout, MaxOutput: f.maxOutput, Stdin: cmd.InOrStdin()})
+	if err != nil {
+		return err
+	}
+	cmd.OutOrStdout().Write(res.Stdout)
+	cmd.ErrOrStderr().Write(res.Stderr)
+	if res.TimedOut {
+		fmt.Fprintf(cmd.ErrOrStderr(), "pylayer: run %s timed out after %s and was killed\n", res.ID, f.timeout)
+	}
+	if res.ExitCode != 0 {
+		return exitCode(res.ExitCode)
+	}
+	return nil
+}
+
+// ensureLayer returns the cache root of ref, pulling and verifying it when it is missing,
+// and holds it against gc. A reference by digest that the cache has needs no network.
+func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mounted, error) {
+	ctx := cmd.Context()
+	ref, err := registry.ParseRef(s)
+	if err != nil {
+		return mounted{}, err
+	}
+	d := ref.Digest
+	if d == "" {
+		pol, err := f.policy()
+		if err != nil {
+			return mounted{}, err
+		}
+		repo, err := registry.Open(ctx, ref, f.options(cmd))
+		if err != nil {
+			return mounted{}, err
+		}
+		v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+		if err != nil {
+			return mounted{}, err
+		}
+		d = v.Desc.Digest
+	}
+	release, err := c.Hold(ctx, d)
+	if err != nil {
+		return mounted{}, err
+	}
+	root, ok := c.Layer(d)
+	if !ok {
+		pol, err := f.policy()
+		if err == nil {
+			var repo registry.Repo
+			if repo, err = registry.Open(ctx, ref, f.options(cmd)); err == nil {
+				pinned := ref
+				pinned.Digest = d
+				root, _, err = registry.Pull(ctx, repo, pinned, pol, c, pullProgress(cmd.ErrOrStderr()), func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+			}
+		}
+		if err != nil {
+			release()
+			return mounted{}, err
+		}
+	}
+	kind, err := layerKind(root)
+	if err != nil {
+		release()
+		return mounted{}, err
+	}
+	return mounted{root: root, kind: kind, digest: d, release: release}, nil
+}
+
+// layerKind reads the kind of an installed layer from the manifest the cache keeps beside it.
+func layerKind(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, ".pylayer", "manifest.json"))
+	if err != nil {
+		return "", fmt.Errorf("layer %s: %w", root, err)
+	}
+	var m v1.Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return "", fmt.Errorf("layer %s: manifest: %w", root, err)
+	}
+	if m.ArtifactType == oci.ArtifactTypePython {
+		return "python", nil
+	}
+	k := m.Annotations[oci.AnnotationKind]
+	if k == "" {
+		return "", errors.New("layer " + root + " has no kind annotation")
+	}
+	return k, nil
+}
