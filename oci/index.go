@@ -28,7 +28,7 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("putting %s: %w", tag, err)
 	}
-	cfg := v1.Descriptor{MediaType: MediaTypeLock, Digest: digest.FromBytes(a.Config), Size: int64(len(a.Config))}
+	cfg := v1.Descriptor{MediaType: ConfigMediaType(a.ArtifactType), Digest: digest.FromBytes(a.Config), Size: int64(len(a.Config))}
 	if err := l.WriteBlob(ctx, bytes.NewReader(a.Config), cfg); err != nil {
 		return v1.Descriptor{}, fmt.Errorf("putting %s: config: %w", tag, err)
 	}

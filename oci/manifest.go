@@ -17,14 +17,15 @@ type LayerBlob struct {
 	Path        string        // file holding the blob bytes; verified against Desc when stored
 	Desc        v1.Descriptor // media type, digest and size of the blob
 	Title       string        // wheel filename: org.opencontainers.image.title
-	WheelSHA256 string        // lowercase hex sha256 of the wheel: dev.pylayer.wheel.sha256
+	WheelSHA256 string        // lowercase hex sha256 of the wheel: dev.pylayer.wheel.sha256 (optional, and usually "", for ArtifactTypePython)
 }
 
 // Artifact is a pylayer artifact before it is stored: a lock as the config
-// blob and one layer blob per wheel.
+// blob and one layer blob per wheel; for ArtifactTypePython, the interpreter's
+// config (MediaTypePythonConfig) and one blob of the whole prefix.
 type Artifact struct {
 	ArtifactType string            // ArtifactTypeLayer or ArtifactTypePython
-	Config       []byte            // the lock bytes (config blob, MediaTypeLock)
+	Config       []byte            // the lock bytes (config blob, ConfigMediaType(ArtifactType))
 	Layers       []LayerBlob       // one per wheel, in lock order
 	Annotations  map[string]string // kind, key, python, platform, base ...; created is added by Manifest
 }
@@ -51,7 +52,7 @@ func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 		MediaType:    v1.MediaTypeImageManifest,
 		ArtifactType: a.ArtifactType,
 		Config: v1.Descriptor{
-			MediaType: MediaTypeLock,
+			MediaType: ConfigMediaType(a.ArtifactType),
 			Digest:    digest.FromBytes(a.Config),
 			Size:      int64(len(a.Config)),
 		},
@@ -67,7 +68,9 @@ func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 			ann[k] = v
 		}
 		ann[v1.AnnotationTitle] = l.Title
-		ann[AnnotationWheelSHA256] = l.WheelSHA256
+		if l.WheelSHA256 != "" {
+			ann[AnnotationWheelSHA256] = l.WheelSHA256
+		}
 		m.Layers = append(m.Layers, v1.Descriptor{
 			MediaType:   l.Desc.MediaType,
 			Digest:      l.Desc.Digest,
@@ -117,6 +120,9 @@ func (a Artifact) check() error {
 		}
 		if l.Title == "" || strings.ContainsAny(l.Title, "/\\\x00") || l.Title == "." || l.Title == ".." {
 			return bad("layer %d: title %q must be a plain file name (the wheel filename)", i, l.Title)
+		}
+		if l.WheelSHA256 == "" && a.ArtifactType == ArtifactTypePython {
+			continue // an interpreter layer comes from no wheel
 		}
 		if !isHexSHA256(l.WheelSHA256) {
 			return bad("layer %d (%s): wheel sha256 %q is not 64 lowercase hex digits", i, l.Title, l.WheelSHA256)

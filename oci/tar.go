@@ -37,6 +37,17 @@ type treeEntry struct {
 	name string // tar name
 	rel  string // path relative to root, for os.Root
 	info fs.FileInfo
+	link string // symlink target (TarTreeWith with AllowSymlinks only)
+}
+
+// TarTreeOptions changes what TarTreeWith accepts; the zero value is TarTree.
+type TarTreeOptions struct {
+	// AllowSymlinks stores symbolic links whose target passes CheckSymlink
+	// (relative, clean, resolving inside the root) as symlink entries with
+	// mode 0777; other symlinks are still an error wrapping ErrUnsupportedFile.
+	// Interpreter prefixes need it (bin/python3 -> python3.11); package
+	// layers never set it.
+	AllowSymlinks bool
 }
 
 // TarTree writes a reproducible gzip'd tar of the directory tree at root to w.
@@ -55,13 +66,19 @@ type treeEntry struct {
 // size) and the DiffID, the sha256 of the uncompressed tar. On error, w may
 // hold a partial stream: write to a temporary file and discard it on error.
 func TarTree(ctx context.Context, root string, w io.Writer) (desc v1.Descriptor, diffID digest.Digest, err error) {
+	return TarTreeWith(ctx, root, w, TarTreeOptions{})
+}
+
+// TarTreeWith is TarTree with options; with the zero TarTreeOptions it writes
+// the same bytes as TarTree.
+func TarTreeWith(ctx context.Context, root string, w io.Writer, opts TarTreeOptions) (desc v1.Descriptor, diffID digest.Digest, err error) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return v1.Descriptor{}, "", fmt.Errorf("opening layer tree %q: %w", root, err)
 	}
 	defer r.Close()
 
-	entries, err := walkTree(ctx, r, root)
+	entries, err := walkTree(ctx, r, root, opts)
 	if err != nil {
 		return v1.Descriptor{}, "", err
 	}
@@ -100,7 +117,7 @@ func TarTree(ctx context.Context, root string, w io.Writer) (desc v1.Descriptor,
 
 // walkTree lists the tree below r, refusing anything that is not a regular
 // file or directory, sorted bytewise by tar name.
-func walkTree(ctx context.Context, r *os.Root, root string) ([]treeEntry, error) {
+func walkTree(ctx context.Context, r *os.Root, root string, opts TarTreeOptions) ([]treeEntry, error) {
 	var entries []treeEntry
 	var walk func(rel string, want fs.FileInfo) error
 	walk = func(rel string, want fs.FileInfo) error {
@@ -136,6 +153,15 @@ func walkTree(ctx context.Context, r *os.Root, root string) ([]treeEntry, error)
 				}
 			case mode.IsRegular():
 				entries = append(entries, treeEntry{name: childRel, rel: childRel, info: info})
+			case mode&fs.ModeSymlink != 0 && opts.AllowSymlinks:
+				target, err := r.Readlink(childRel)
+				if err != nil {
+					return fmt.Errorf("reading symlink %q in %q: %w", childRel, root, err)
+				}
+				if err := CheckSymlink(childRel, target); err != nil {
+					return fmt.Errorf("%w: %q in %q: %v", ErrUnsupportedFile, childRel, root, err)
+				}
+				entries = append(entries, treeEntry{name: childRel, rel: childRel, info: info, link: target})
 			default:
 				return fmt.Errorf("%w: %q in %q is a %s; only regular files and directories can go into a layer",
 					ErrUnsupportedFile, childRel, root, fileKind(mode))
@@ -161,6 +187,12 @@ func writeEntry(tw *tar.Writer, r *os.Root, root string, e treeEntry) error {
 	if e.info.IsDir() {
 		hdr.Typeflag = tar.TypeDir
 		hdr.Mode = 0o755
+		return writeHeader(tw, hdr, root)
+	}
+	if e.info.Mode()&fs.ModeSymlink != 0 {
+		hdr.Typeflag = tar.TypeSymlink
+		hdr.Linkname = e.link
+		hdr.Mode = 0o777
 		return writeHeader(tw, hdr, root)
 	}
 	hdr.Typeflag = tar.TypeReg

@@ -16,10 +16,23 @@ const (
 	ArtifactTypePython = "application/vnd.pylayer.python.v1"
 	// MediaTypeLock is the media type of the config blob: the lock bytes.
 	MediaTypeLock = "application/vnd.pylayer.lock.v1+json"
+	// MediaTypePythonConfig is the media type of an interpreter artifact's
+	// config blob: the JSON of oci/interp.Config.
+	MediaTypePythonConfig = "application/vnd.pylayer.python.config.v1+json"
 	// MediaTypeLayer is the media type of a layer blob. It is the standard
 	// gzip'd OCI layer so that crane, skopeo and oras can read it.
 	MediaTypeLayer = v1.MediaTypeImageLayerGzip
 )
+
+// ConfigMediaType is the media type of the config blob of an artifact of type
+// artifactType: MediaTypePythonConfig for ArtifactTypePython, MediaTypeLock
+// otherwise.
+func ConfigMediaType(artifactType string) string {
+	if artifactType == ArtifactTypePython {
+		return MediaTypePythonConfig
+	}
+	return MediaTypeLock
+}
 
 // Annotation keys of pylayer manifests and layer descriptors.
 const (

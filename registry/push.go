@@ -94,7 +94,7 @@ func Push(ctx context.Context, r Repo, a oci.Artifact, tag string) (v1.Descripto
 	}
 	cfg := a.Config
 	blobs := []blob{{
-		desc: v1.Descriptor{MediaType: oci.MediaTypeLock, Digest: digest.FromBytes(cfg), Size: int64(len(cfg))},
+		desc: v1.Descriptor{MediaType: oci.ConfigMediaType(a.ArtifactType), Digest: digest.FromBytes(cfg), Size: int64(len(cfg))},
 		open: func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(cfg)), nil },
 	}}
 	for _, l := range a.Layers {

@@ -9,6 +9,8 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
 )
 
 // Files of a layer root's metadata directory.
@@ -55,6 +57,11 @@ func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, 
 				if err := ctx.Err(); err != nil {
 					return "", err
 				}
+			}
+			if r.Link != "" && m.ArtifactType != oci.ArtifactTypePython {
+				// Trees are shared by blob digest: one unpacked for an interpreter
+				// must not bring its links into a package layer.
+				return "", fmt.Errorf("%w: %q in %s is a symlink: package layers hold regular files and directories only", ErrUnsafeArchive, r.Path, title)
 			}
 			if prev, seen := owners[r.Path]; seen {
 				if prev.dir && r.Dir {

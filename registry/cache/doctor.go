@@ -186,7 +186,7 @@ func (c *Cache) checkLayer(li layerInfo, recsOf map[string][]record, badTree map
 			return ierr
 		case !ok:
 			problems = append(problems, rel+": not provided by any of its trees")
-		case s.rec.Dir != info.IsDir() || !s.rec.Dir && !info.Mode().IsRegular():
+		case s.rec.Dir != info.IsDir() || !s.rec.Dir && (s.rec.Link == "") != info.Mode().IsRegular():
 			problems = append(problems, fmt.Sprintf("%s: is a %s", rel, kindOf(info.Mode())))
 		case s.rec.Dir && info.Mode().Perm() != modeDir:
 			problems = append(problems, fmt.Sprintf("%s: mode %v, want %v", rel, info.Mode(), fs.FileMode(modeDir)))

@@ -97,7 +97,7 @@ func (c *Cache) Install(ctx context.Context, md digest.Digest, manifest []byte, 
 			progress(e)
 		}
 	}
-	if err := c.ensureTrees(ctx, m.Layers, fetch, emit); err != nil {
+	if err := c.ensureTrees(ctx, m.Layers, m.ArtifactType == oci.ArtifactTypePython, fetch, emit); err != nil {
 		return "", err
 	}
 	root, err = c.assemble(ctx, md, m, manifest, config)
@@ -122,8 +122,8 @@ func (c *Cache) checkManifest(md digest.Digest, b []byte) (*v1.Manifest, error) 
 	if m.ArtifactType != oci.ArtifactTypeLayer && m.ArtifactType != oci.ArtifactTypePython {
 		return nil, fmt.Errorf("%w: artifactType %q is not a pylayer artifact (%s or %s)", oci.ErrInvalidManifest, m.ArtifactType, oci.ArtifactTypeLayer, oci.ArtifactTypePython)
 	}
-	if m.Config.MediaType != oci.MediaTypeLock {
-		return nil, fmt.Errorf("%w: config media type %q, want %q", oci.ErrInvalidManifest, m.Config.MediaType, oci.MediaTypeLock)
+	if want := oci.ConfigMediaType(m.ArtifactType); m.Config.MediaType != want {
+		return nil, fmt.Errorf("%w: config media type %q, want %q", oci.ErrInvalidManifest, m.Config.MediaType, want)
 	}
 	if m.Config.Size > maxConfigBytes {
 		return nil, fmt.Errorf("%w: config (the lock) is %d bytes, the limit is %d", ErrTooLarge, m.Config.Size, maxConfigBytes)
@@ -185,8 +185,9 @@ func atLeast(n, limit int64) string {
 }
 
 // ensureTrees makes sure every blob has its tree, c.parallel at a time; the
-// first failure cancels the rest.
-func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, fetch Fetch, emit func(Event)) error {
+// first failure cancels the rest. links allows symlinks inside the trees
+// (interpreter artifacts only).
+func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links bool, fetch Fetch, emit func(Event)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, len(layers))
@@ -203,7 +204,7 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, fetch F
 				return
 			}
 			defer func() { <-sem }()
-			if err := c.ensureTree(ctx, l, fetch, emit); err != nil {
+			if err := c.ensureTree(ctx, l, links, fetch, emit); err != nil {
 				errs[i] = fmt.Errorf("blob %s (%s): %w", l.Digest, titleOf(l), err)
 				cancel()
 			}
@@ -245,7 +246,7 @@ func (c *Cache) hasTree(hex string) (bool, error) {
 // ensureTree fetches, verifies and unpacks one blob unless its tree exists:
 // work happens in tmp/tree-<hex>-*, and the file list then the tree are
 // renamed into trees/sha256 once complete, fsynced and read-only.
-func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, fetch Fetch, emit func(Event)) error {
+func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fetch Fetch, emit func(Event)) error {
 	hex := d.Digest.Encoded()
 	cached := Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true}
 	if ok, err := c.hasTree(hex); err != nil || ok {
@@ -282,7 +283,7 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, fetch Fetch, em
 	}
 	defer f.Close()
 	tree := filepath.Join(work, "tree")
-	recs, err := unpack(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits)
+	recs, err := unpackWith(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
 	if err != nil {
 		return err
 	}

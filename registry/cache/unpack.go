@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pylayer/pylayer/oci"
 )
 
 var (
@@ -49,6 +51,7 @@ const (
 	modeDir  = 0o555
 	modeFile = 0o444
 	modeExec = 0o555
+	modeLink = 0o777 // symlinks, in interpreter trees only
 )
 
 func unsafeEntry(name, format string, args ...any) error {
@@ -109,6 +112,14 @@ func checkName(name string) error {
 // their final read-only modes; directories keep 0755 (seal makes them
 // read-only). On error dst is removed.
 func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim Limits) (recs []record, err error) {
+	return unpackWith(ctx, r, compressed, dst, lim, false)
+}
+
+// unpackWith is unpack that, when links is set (interpreter artifacts only),
+// also accepts symlinks whose target passes oci.CheckSymlink: relative, clean,
+// resolving inside the tree. Nothing is ever written through a symlink: an
+// entry below one is refused like an entry below a file.
+func unpackWith(ctx context.Context, r io.Reader, compressed bool, dst string, lim Limits, links bool) (recs []record, err error) {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("creating unpack directory: %w", err)
 	}
@@ -132,7 +143,7 @@ func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim L
 		defer zr.Close()
 		src = zr
 	}
-	u := &unpacker{root: root, lim: lim, isDir: map[string]bool{}, explicit: map[string]bool{}}
+	u := &unpacker{root: root, lim: lim, links: links, isDir: map[string]bool{}, explicit: map[string]bool{}}
 	tr := tar.NewReader(src)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -159,6 +170,7 @@ func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim L
 type unpacker struct {
 	root     *os.Root
 	lim      Limits
+	links    bool            // symlinks inside the tree allowed
 	isDir    map[string]bool // every path created, explicit or implied
 	explicit map[string]bool // paths named by an entry
 	entries  int
@@ -172,12 +184,16 @@ func (u *unpacker) entry(hdr *tar.Header, tr io.Reader) error {
 	if u.entries > u.lim.MaxEntries {
 		return tooLarge(raw, "more than %d entries", u.lim.MaxEntries)
 	}
-	var dir bool
+	var dir, link bool
 	switch hdr.Typeflag {
 	case tar.TypeReg:
 	case tar.TypeDir:
 		dir = true
 	case tar.TypeSymlink:
+		if u.links {
+			link = true
+			break
+		}
 		return unsafeEntry(raw, "symlink to %q: layer trees hold regular files and directories only", hdr.Linkname)
 	case tar.TypeLink:
 		return unsafeEntry(raw, "hardlink to %q: layer trees hold regular files and directories only", hdr.Linkname)
@@ -217,6 +233,9 @@ func (u *unpacker) entry(hdr *tar.Header, tr io.Reader) error {
 	if _, seen := u.isDir[name]; seen {
 		return unsafeEntry(raw, "file replaces a directory of the same name")
 	}
+	if link {
+		return u.symlink(raw, name, hdr.Linkname)
+	}
 	return u.file(hdr, tr, name)
 }
 
@@ -246,6 +265,18 @@ func (u *unpacker) mkdir(raw, name string) error {
 	}
 	u.isDir[name] = true
 	u.recs = append(u.recs, record{Path: name, Dir: true, Mode: modeDir})
+	return nil
+}
+
+func (u *unpacker) symlink(raw, name, target string) error {
+	if err := oci.CheckSymlink(name, target); err != nil {
+		return unsafeEntry(raw, "%v", err)
+	}
+	if err := u.root.Symlink(target, name); err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	u.isDir[name] = false // nothing goes below it
+	u.recs = append(u.recs, record{Path: name, Mode: modeLink, Link: target})
 	return nil
 }
 
@@ -285,10 +316,8 @@ func (u *unpacker) file(hdr *tar.Header, tr io.Reader, name string) error {
 		f.Close()
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
-	if err := fsync(f); err != nil {
-		f.Close()
-		return fmt.Errorf("unpacking %q: %w", raw, err)
-	}
+	// No fsync per file: seal flushes the whole tree with one syncfs before it is renamed
+	// into place (an fsync per file made pulls of many-file wheels slower than tar -x).
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}

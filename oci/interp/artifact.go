@@ -1,0 +1,149 @@
+package interp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// KindPython is the dev.pylayer.kind annotation of interpreter artifacts.
+const KindPython = "python"
+
+// Artifact builds the interpreter artifact of prefixOrTarball: either a
+// prefix directory (bin/python3, lib/python3.X/, ...) or a
+// python-build-standalone install_only tarball (.tar.gz or .tgz, one top
+// directory python/), which is first unpacked safely (see ErrUnsafeTarball,
+// DefaultLimits) into a new directory under workDir.
+//
+// The interpreter is probed once (Probe); the prefix is packed with
+// oci.TarTreeWith, symlinks inside the tree allowed, into ONE layer blob
+// whose tar root is the prefix content (bin/, lib/, ...), written to workDir.
+// The artifact has type oci.ArtifactTypePython, the canonical Config as its
+// config blob, and the annotations kind "python", key (sha256 of the config
+// bytes), python (major.minor) and platform. The same prefix gives the same
+// bytes, hence the same manifest digest, on every run. Tag it with TagFor.
+//
+// workDir must exist and outlive the artifact: its layer blob is read from
+// there when the artifact is stored or pushed. The prefix is never written.
+func Artifact(ctx context.Context, prefixOrTarball, workDir string) (oci.Artifact, Config, error) {
+	a, c, err := artifact(ctx, prefixOrTarball, workDir)
+	if err != nil {
+		return oci.Artifact{}, Config{}, fmt.Errorf("building the interpreter artifact of %s: %w", prefixOrTarball, err)
+	}
+	return a, c, nil
+}
+
+func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config, error) {
+	fi, err := os.Stat(input)
+	if err != nil {
+		return oci.Artifact{}, Config{}, err
+	}
+	if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
+		return oci.Artifact{}, Config{}, fmt.Errorf("work directory %s must be an existing directory", workDir)
+	}
+	if fi.IsDir() && within(workDir, input) {
+		return oci.Artifact{}, Config{}, fmt.Errorf("work directory %s is inside the prefix: choose one outside it", workDir)
+	}
+	prefix, source := input, SourcePrefix
+	if !fi.IsDir() {
+		if !fi.Mode().IsRegular() {
+			return oci.Artifact{}, Config{}, fmt.Errorf("not a directory or a regular file")
+		}
+		base := filepath.Base(input)
+		if !strings.HasSuffix(base, ".tar.gz") && !strings.HasSuffix(base, ".tgz") {
+			return oci.Artifact{}, Config{}, fmt.Errorf("%q is neither a prefix directory nor a .tar.gz tarball (zstd tarballs: use the install_only .tar.gz, or unpack it and pass the python/ directory)", base)
+		}
+		if prefix, err = unpackTarball(ctx, input, workDir); err != nil {
+			return oci.Artifact{}, Config{}, err
+		}
+		source = base
+	}
+	c, err := Probe(ctx, prefix)
+	if err != nil {
+		return oci.Artifact{}, Config{}, err
+	}
+	c.Source = source
+	canon, err := c.Canonical()
+	if err != nil {
+		return oci.Artifact{}, Config{}, err
+	}
+	lb, err := packPrefix(ctx, prefix, workDir)
+	if err != nil {
+		return oci.Artifact{}, Config{}, err
+	}
+	lb.Title = "cpython-" + c.Version + "-" + c.Platform + ".tar.gz"
+	a := oci.Artifact{
+		ArtifactType: oci.ArtifactTypePython,
+		Config:       canon,
+		Layers:       []oci.LayerBlob{lb},
+		Annotations: map[string]string{
+			oci.AnnotationKind:     KindPython,
+			oci.AnnotationKey:      KeyOf(canon),
+			oci.AnnotationPython:   c.Python(),
+			oci.AnnotationPlatform: c.Platform,
+		},
+	}
+	if _, _, err := a.Manifest(); err != nil {
+		return oci.Artifact{}, Config{}, err
+	}
+	return a, c, nil
+}
+
+func unpackTarball(ctx context.Context, tarball, workDir string) (string, error) {
+	f, err := os.Open(tarball)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	dir, err := os.MkdirTemp(workDir, "prefix-*")
+	if err != nil {
+		return "", err
+	}
+	prefix := filepath.Join(dir, TopDir)
+	if err := extract(ctx, f, prefix, DefaultLimits()); err != nil {
+		os.RemoveAll(dir)
+		return "", fmt.Errorf("unpacking %s: %w", filepath.Base(tarball), err)
+	}
+	return prefix, nil
+}
+
+// packPrefix writes the layer blob of prefix to workDir/<hex>.tar.gz through
+// a temporary file, fsynced and renamed into place.
+func packPrefix(ctx context.Context, prefix, workDir string) (oci.LayerBlob, error) {
+	f, err := os.CreateTemp(workDir, ".tmp-python-*")
+	if err != nil {
+		return oci.LayerBlob{}, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	desc, _, err := oci.TarTreeWith(ctx, prefix, f, oci.TarTreeOptions{AllowSymlinks: true})
+	if err != nil {
+		return oci.LayerBlob{}, fmt.Errorf("packing %s: %w", prefix, err)
+	}
+	if err := f.Sync(); err != nil {
+		return oci.LayerBlob{}, err
+	}
+	if err := f.Close(); err != nil {
+		return oci.LayerBlob{}, err
+	}
+	blob := filepath.Join(workDir, desc.Digest.Encoded()+".tar.gz")
+	if err := os.Rename(f.Name(), blob); err != nil {
+		return oci.LayerBlob{}, err
+	}
+	return oci.LayerBlob{Path: blob, Desc: desc}, nil
+}
+
+// within reports whether p is dir or below it (after making both absolute).
+func within(p, dir string) bool {
+	ap, err1 := filepath.Abs(p)
+	ad, err2 := filepath.Abs(dir)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	rel, err := filepath.Rel(ad, ap)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}

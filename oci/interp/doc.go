@@ -1,0 +1,19 @@
+// Package interp builds the interpreter artifact: a relocatable CPython
+// prefix (python-build-standalone install_only in production, or any prefix
+// laid out as bin/python3 and lib/python3.X) packed into one reproducible layer
+// blob, published and signed like a package layer, and mounted read-only at
+// MountPath in every sandbox.
+//
+// Its config blob (oci.MediaTypePythonConfig) is the canonical JSON of Config:
+// version, ABI, platform tags, supported wheel tags and marker environment,
+// probed by running the interpreter once at build time (layers/target.Probe),
+// and the fixed in-sandbox mount path. Its key is the sha256 of those bytes.
+//
+// Tarballs are unpacked with the same care as the host cache unpacks layers:
+// no absolute paths or "..", no links leaving the tree, no devices, no setuid
+// bits, bounded sizes.
+//
+// This package may use oci and layers/target. It must never import the
+// registry client or cache, the broker, the sandbox, the catalog or the CLI.
+// It never prints and never logs.
+package interp

@@ -1,0 +1,224 @@
+package interp
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci"
+)
+
+func TestProbeDebianPrefix(t *testing.T) {
+	ctx := context.Background()
+	before := listTree(t, debianPrefix)
+	c, err := Probe(ctx, debianPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := listTree(t, debianPrefix); !slices.Equal(before, after) {
+		t.Fatalf("Probe wrote into the prefix: %d entries before, %d after", len(before), len(after))
+	}
+	if c.Version != "3.11.2" || c.Implementation != "cp" || c.ABI != "cp311" || c.MountPath != "/opt/python" || c.Source != SourcePrefix {
+		t.Fatalf("config %+v", c)
+	}
+	// The oracle: the host's own Debian python3.11 of the same build.
+	host, err := target.Probe(ctx, "/usr/bin/python3.11")
+	if err != nil {
+		t.Fatalf("probing the host's /usr/bin/python3.11 (apt-get install python3.11): %v", err)
+	}
+	if c.Platform != host.Platform || !slices.Equal(c.Platforms, host.Platforms) {
+		t.Errorf("platforms %v, host %v", c.Platforms, host.Platforms)
+	}
+	var want []string
+	for _, tg := range host.Tags() {
+		want = append(want, tg.String())
+	}
+	if !slices.Equal(c.Tags, want) {
+		t.Errorf("tags differ from the host interpreter's: %d vs %d", len(c.Tags), len(want))
+	}
+	if len(c.Tags) < 100 || c.Tags[0] != "cp311-cp311-"+c.Platform || c.Tags[len(c.Tags)-1] != "py30-none-any" {
+		t.Errorf("tags: %d, first %q, last %q", len(c.Tags), c.Tags[0], c.Tags[len(c.Tags)-1])
+	}
+	for k, v := range host.Markers {
+		if k == "platform_release" || k == "platform_version" {
+			v = ""
+		}
+		if c.Markers[k] != v {
+			t.Errorf("marker %s = %q, host %q", k, c.Markers[k], v)
+		}
+	}
+	tt, err := c.Target()
+	if err != nil || tt.Python != "3.11" || tt.PythonFull != "3.11.2" {
+		t.Errorf("Target() = %+v, %v", tt, err)
+	}
+}
+
+func TestProbeErrors(t *testing.T) {
+	ctx := context.Background()
+	empty := t.TempDir()
+	outside := t.TempDir()
+	os.MkdirAll(filepath.Join(outside, "bin"), 0o755)
+	os.Symlink("/usr/bin/python3.11", filepath.Join(outside, "bin/python3"))
+	for name, dir := range map[string]string{"missing": filepath.Join(empty, "nope"), "empty": empty, "link out": outside} {
+		if _, err := Probe(ctx, dir); err == nil {
+			t.Errorf("%s: Probe succeeded", name)
+		}
+	}
+}
+
+// build runs Artifact and returns its manifest digest and the artifact.
+func build(t *testing.T, input string) (oci.Artifact, Config, v1.Descriptor) {
+	t.Helper()
+	a, c, err := Artifact(context.Background(), input, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d, err := a.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, c, d
+}
+
+var (
+	prefixOnce  sync.Once
+	prefixArt   oci.Artifact
+	prefixCfg   Config
+	prefixDesc  v1.Descriptor
+	prefixWork  string
+	prefixBuilt bool
+)
+
+// builtPrefix is the artifact of the Debian prefix, built once for the tests that only read it.
+func builtPrefix(t *testing.T) (oci.Artifact, Config, v1.Descriptor) {
+	t.Helper()
+	prefixOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "pylayer-interp-build-*")
+		if err != nil {
+			return
+		}
+		prefixWork = dir
+		a, c, err := Artifact(context.Background(), debianPrefix, dir)
+		if err != nil {
+			return
+		}
+		_, d, err := a.Manifest()
+		prefixArt, prefixCfg, prefixDesc, prefixBuilt = a, c, d, err == nil
+	})
+	if !prefixBuilt {
+		t.Fatal("building the artifact of the Debian prefix failed; see TestArtifactReproducible")
+	}
+	return prefixArt, prefixCfg, prefixDesc
+}
+
+func TestArtifactReproducible(t *testing.T) {
+	a1, c1, d1 := build(t, debianPrefix)
+	_, _, d2 := builtPrefix(t)
+	if d1.Digest != d2.Digest {
+		t.Fatalf("two builds of one prefix differ: %s vs %s", d1.Digest, d2.Digest)
+	}
+	got, err := ParseConfig(a1.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != c1.Version || !slices.Equal(got.Tags, c1.Tags) {
+		t.Fatal("config does not round-trip")
+	}
+	want := map[string]string{oci.AnnotationKind: "python", oci.AnnotationKey: KeyOf(a1.Config), oci.AnnotationPython: "3.11", oci.AnnotationPlatform: c1.Platform}
+	for k, v := range want {
+		if a1.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, a1.Annotations[k], v)
+		}
+	}
+	tag, err := TagFor(c1)
+	if err != nil || !strings.HasPrefix(tag, "cpython-3.11.2-"+KeyOf(a1.Config)) || oci.ValidTag(tag) != nil || len(tag) >= 128 {
+		t.Errorf("tag %q, %v", tag, err)
+	}
+
+	// It stores in a layout, and the manifest says what it is.
+	lay, err := oci.OpenLayout(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := lay.Put(context.Background(), a1, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := lay.Manifest(context.Background(), idx.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.ArtifactType != oci.ArtifactTypePython || m.Config.MediaType != oci.MediaTypePythonConfig || len(m.Layers) != 1 ||
+		m.Layers[0].MediaType != oci.MediaTypeLayer || m.Layers[0].Annotations[v1.AnnotationTitle] != "cpython-3.11.2-"+c1.Platform+".tar.gz" {
+		b, _ := json.Marshal(m)
+		t.Fatalf("manifest %s", b)
+	}
+	if _, ok := m.Layers[0].Annotations[oci.AnnotationWheelSHA256]; ok {
+		t.Error("interpreter layer carries a wheel sha256")
+	}
+}
+
+func TestArtifactEntries(t *testing.T) {
+	a, _, _ := builtPrefix(t)
+	ents := blobEntries(t, a.Layers[0].Path)
+	has := map[string]bool{}
+	for i, e := range ents {
+		has[e] = true
+		if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "./") || strings.HasPrefix(e, "python/") || strings.Contains(e, "__pycache__") {
+			t.Errorf("entry %q", e)
+		}
+		if i > 0 && ents[i-1] >= e {
+			t.Errorf("entries not sorted: %q before %q", ents[i-1], e)
+		}
+	}
+	for _, e := range []string{"bin/", "bin/python3 -> python3.11", "bin/python3.11", "lib/python3.11/os.py",
+		"lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so",
+		"lib/python3.11/_sysconfigdata__linux_x86_64-linux-gnu.py -> _sysconfigdata__x86_64-linux-gnu.py"} {
+		if !has[e] {
+			t.Errorf("blob lacks %q", e)
+		}
+	}
+	if len(ents) != len(listTree(t, debianPrefix))-1 { // the root is no entry
+		t.Errorf("%d entries for %d paths", len(ents), len(listTree(t, debianPrefix))-1)
+	}
+}
+
+func TestArtifactTarball(t *testing.T) {
+	tarball := filepath.Join(t.TempDir(), "cpython-3.11.2-x86_64-unknown-linux-gnu-install_only.tar.gz")
+	tarballOf(t, debianPrefix, tarball)
+	work := t.TempDir()
+	at, ct, err := Artifact(context.Background(), tarball, work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct.Source != filepath.Base(tarball) {
+		t.Errorf("source %q", ct.Source)
+	}
+	ap, cp, _ := builtPrefix(t)
+	// The same tree: the same layer blob; only the config's source differs.
+	if at.Layers[0].Desc.Digest != ap.Layers[0].Desc.Digest {
+		t.Errorf("tarball layer %s, prefix layer %s", at.Layers[0].Desc.Digest, ap.Layers[0].Desc.Digest)
+	}
+	cp.Source = ct.Source
+	if b, _ := cp.Canonical(); string(b) != string(at.Config) {
+		t.Error("configs differ beyond the source")
+	}
+	at2, _, err := Artifact(context.Background(), tarball, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m1, _, _ := at.Manifest(); true {
+		m2, _, _ := at2.Manifest()
+		if string(m1) != string(m2) {
+			t.Error("two builds of one tarball differ")
+		}
+	}
+}
