@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +18,13 @@ import (
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/layers/resolve"
 	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/interp"
+	"github.com/pylayer/pylayer/registry"
 )
 
 type lockFlags struct {
+	regFlags
 	reqFiles    []string
 	constraints []string
 	indexURL    string
@@ -52,10 +57,11 @@ An ext layer is the delta over a base: give the base lock with -c BASE.lock.json
 	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "simple-API index URL (default $PYLAYER_INDEX_URL)")
 	fl.StringVar(&f.python, "python", "", "target Python version, e.g. 3.11 or 3.11.7")
 	fl.StringVar(&f.platform, "platform", "", "target platform floor, e.g. manylinux_2_28_x86_64")
-	fl.StringVar(&f.pythonFrom, "python-from", "", "probe the target from this interpreter instead of --python/--platform")
+	fl.StringVar(&f.pythonFrom, "python-from", "", "take the target from an interpreter: a python3 binary (probed once) or an interpreter artifact reference (verified)")
 	fl.StringVar(&f.kind, "kind", "base", "layer kind: base, ext (delta over -c BASE.lock.json) or iso")
 	fl.BoolVar(&f.pre, "pre", false, "allow pre-releases for every package")
 	fl.StringVarP(&f.out, "output", "o", "", "where to write the lock (required)")
+	f.regFlags.register(cmd)
 	return cmd
 }
 
@@ -220,9 +226,13 @@ func resolveTarget(cmd *cobra.Command, f *lockFlags, base *lock.Lock) (target.Ta
 		if f.python != "" || f.platform != "" {
 			return t, errors.New("give either --python-from or --python/--platform, not both")
 		}
-		t, err = target.Probe(cmd.Context(), f.pythonFrom)
+		if fi, statErr := os.Stat(f.pythonFrom); statErr == nil && !fi.IsDir() {
+			t, err = target.Probe(cmd.Context(), f.pythonFrom)
+		} else {
+			t, err = targetFromArtifact(cmd, &f.regFlags, f.pythonFrom)
+		}
 		if err != nil {
-			return t, fmt.Errorf("--python-from: %w", err)
+			return t, fmt.Errorf("--python-from %s: %w", f.pythonFrom, err)
 		}
 	case f.python != "" || f.platform != "":
 		if f.python == "" || f.platform == "" {
@@ -255,4 +265,43 @@ func mustSpec(s string) pep440.SpecifierSet {
 		panic(err)
 	}
 	return spec
+}
+
+// targetFromArtifact reads the target an interpreter artifact records, after verifying its
+// signature like a pull would.
+func targetFromArtifact(cmd *cobra.Command, rf *regFlags, s string) (target.Target, error) {
+	ctx := cmd.Context()
+	pol, err := rf.policy()
+	if err != nil {
+		return target.Target{}, err
+	}
+	ref, repo, err := rf.open(cmd, s)
+	if err != nil {
+		return target.Target{}, fmt.Errorf("not a file, and not a usable artifact reference: %w", err)
+	}
+	v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+	if err != nil {
+		return target.Target{}, err
+	}
+	m, err := oci.ParseManifest(v.Manifest)
+	if err != nil {
+		return target.Target{}, err
+	}
+	if m.ArtifactType != oci.ArtifactTypePython || m.Config.Size > interp.MaxConfigBytes {
+		return target.Target{}, fmt.Errorf("%s is not an interpreter artifact", s)
+	}
+	rc, err := repo.Blob(ctx, m.Config)
+	if err != nil {
+		return target.Target{}, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return target.Target{}, err
+	}
+	cfg, err := interp.ParseConfig(b)
+	if err != nil {
+		return target.Target{}, err
+	}
+	return cfg.Target()
 }

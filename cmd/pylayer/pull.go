@@ -12,6 +12,7 @@ import (
 
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/registry"
 )
 
@@ -105,6 +106,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 					res.SignedBy = append(res.SignedBy, s.KeyID+" ("+s.KeySource+")")
 				}
 			}
+			if m.ArtifactType == oci.ArtifactTypePython {
+				return printInterpreter(cmd, g, repo, m, res)
+			}
 			l, err := readLock(cmd, repo, m.Config)
 			if err != nil {
 				return err
@@ -139,19 +143,49 @@ func readLock(cmd *cobra.Command, repo registry.Repo, d v1.Descriptor) (*lock.Lo
 	if d.MediaType != oci.MediaTypeLock {
 		return nil, fmt.Errorf("config is %s, not a pylayer lock", d.MediaType)
 	}
-	if d.Size > lock.MaxBytes {
-		return nil, fmt.Errorf("config of %d bytes is larger than a lock may be", d.Size)
+	b, err := readConfig(cmd, repo, d, lock.MaxBytes)
+	if err != nil {
+		return nil, err
+	}
+	return lock.Parse(b)
+}
+
+func readConfig(cmd *cobra.Command, repo registry.Repo, d v1.Descriptor, max int64) ([]byte, error) {
+	if d.Size > max {
+		return nil, fmt.Errorf("config of %d bytes is larger than the %d it may have", d.Size, max)
 	}
 	rc, err := repo.Blob(cmd.Context(), d)
 	if err != nil {
 		return nil, err
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(rc)
+	return io.ReadAll(rc)
+}
+
+// printInterpreter summarizes a verified interpreter artifact.
+func printInterpreter(cmd *cobra.Command, g *globals, repo registry.Repo, m *v1.Manifest, res verifyResult) error {
+	b, err := readConfig(cmd, repo, m.Config, interp.MaxConfigBytes)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return lock.Parse(b)
+	cfg, err := interp.ParseConfig(b)
+	if err != nil {
+		return err
+	}
+	res.Kind, res.Key = "python", interp.KeyOf(b)
+	if m.Annotations[oci.AnnotationKey] != res.Key {
+		return fmt.Errorf("%s: the signed manifest's key is not its config's: do not use it", res.Ref)
+	}
+	res.Consistent = true
+	if t, err := cfg.Target(); err == nil {
+		res.Target = t.String()
+	}
+	out := struct {
+		verifyResult
+		Interpreter interp.Config `json:"interpreter"`
+	}{res, cfg}
+	text := fmt.Sprintf("%s\nsigned by:  %s\nkind:       python (mounted at %s)\nversion:    %s %s %s\n", res.Ref, strings.Join(res.SignedBy, ", "), cfg.MountPath, cfg.Version, cfg.ABI, cfg.Platform)
+	return g.print(cmd.OutOrStdout(), out, strings.TrimSuffix(text, "\n"))
 }
 
 // consistent checks that a manifest's layers are exactly its lock's wheels and its key

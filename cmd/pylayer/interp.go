@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/interp"
+	"github.com/pylayer/pylayer/oci/sign"
+)
+
+func newInterpreterCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "interpreter", Short: "Work with interpreter artifacts (a CPython prefix mounted at /opt/python)"}
+	cmd.AddCommand(newInterpreterPublishCmd(g))
+	return cmd
+}
+
+func newInterpreterPublishCmd(g *globals) *cobra.Command {
+	f := &publishFlags{}
+	cmd := &cobra.Command{
+		Use:   "publish PREFIX|TARBALL --repo REPO --key cosign.key",
+		Short: "Publish and sign a relocatable CPython prefix as an interpreter artifact; prints REPO@sha256:...",
+		Long: `Pack a relocatable CPython prefix (a directory, or a python-build-standalone install_only
+tarball) into a signed interpreter artifact. Its config records the version, ABI, platform
+tags and marker environment, probed by running the interpreter once, and the in-sandbox
+mount path /opt/python. Tagged cpython-<version>-<key>.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.repo == "" || f.key == "" {
+				return errors.New("--repo and --key are required")
+			}
+			signer, err := sign.LoadSigner(cmd.Context(), f.key, nil)
+			if err != nil {
+				return err
+			}
+			cache, err := g.cacheDir()
+			if err != nil {
+				return err
+			}
+			work := filepath.Join(cache, "build", "interp")
+			if err := os.MkdirAll(work, 0o755); err != nil {
+				return err
+			}
+			tmp, err := os.MkdirTemp(work, ".tmp-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			a, cfg, err := interp.Artifact(cmd.Context(), args[0], tmp)
+			if err != nil {
+				return err
+			}
+			tag, err := interp.TagFor(cfg)
+			if err != nil {
+				return err
+			}
+			res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags, func() (oci.Artifact, error) { return a, nil })
+			if err != nil {
+				return err
+			}
+			res.Key = a.Annotations[oci.AnnotationKey]
+			return g.print(cmd.OutOrStdout(), res, res.Ref)
+		},
+	}
+	f.regFlags.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository: HOST[:PORT]/path or oci:DIR (default $PYLAYER_REPO)")
+	fl.StringVar(&f.key, "key", "", "cosign private key file (required)")
+	fl.StringArrayVar(&f.tags, "tag", nil, "also point this tag at the artifact, e.g. python-current (repeatable)")
+	return cmd
+}
