@@ -1,116 +1,132 @@
 #!/usr/bin/env bash
-# The main job end to end, as far as pylayer goes today: serve real wheels as a local index,
-# lock the office set, build its layer artifact reproducibly, and import from it.
+# The main job end to end: real wheels served as a local index, an interpreter and a base
+# layer locked, built reproducibly, published to a real registry with TLS and auth, signed,
+# checked by the stock cosign CLI, pulled into a fresh host cache, and used by a Python
+# script in the bwrap sandbox that writes a .docx and an .xlsx into its workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work=.demo
+work=$PWD/.demo
 rm -rf "$work"; mkdir -p "$work"
 step() { printf '\n== %s\n' "$*"; }
-PY=/usr/bin/python3.11
+pids=()
+trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
+export COSIGN_PASSWORD=demo-password   # the signing key's password, for this demo only
 
-step "1. fixture wheels: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter repacked, plus Debian's pip/setuptools/wheel"
+step "1. fixtures: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter repacked into wheels; Debian's python3.11 as a relocatable prefix"
 go run ./test/cmd/mkindex -out "$work/index" >/dev/null
-ls "$work/index"
+ls "$work/index" | sed 's/^/   /'
+prefix=$(go run ./test/cmd/pyprefix -out "$work/python")
+echo "   interpreter prefix: $prefix ($("$prefix/bin/python3" -c 'import sys; print(sys.version.split()[0])'))"
 
-step "2. serve them as a PEP 503/691/658 index on 127.0.0.1"
+step "2. serve the wheels as a PEP 503/691/658 index on 127.0.0.1"
 bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
-srv=$!
-trap 'kill $srv 2>/dev/null || true' EXIT
+pids+=($!)
 for _ in $(seq 100); do [ -s "$work/index.url" ] && break; sleep 0.05; done
-url=$(cat "$work/index.url"); echo "index: $url"
+url=$(cat "$work/index.url"); echo "   index: $url"
 
-step "3. lock python-docx, openpyxl and xlsxwriter for CPython 3.11 on manylinux_2_28_x86_64"
-key=$(bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" \
-  --python 3.11 --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" --cache "$work/cache-a")
-echo "key: $key"
+step "3. start a registry: Debian's docker-registry on 127.0.0.1, TLS from a fresh CA, htpasswd auth"
+go build -o "$work/registry" ./test/cmd/registry
+"$work/registry" >"$work/registry.json" 2>"$work/registry.log" &
+pids+=($!)
+for _ in $(seq 600); do [ -s "$work/registry.json" ] && break; sleep 0.1; done
+[ -s "$work/registry.json" ] || { cat "$work/registry.log"; exit 1; }
+read -r host ca dockercfg < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["host"], d["ca_file"], d["docker_config"])' "$work/registry.json")
+export DOCKER_CONFIG=$dockercfg
+repo=$host/team/pylayer
+echo "   registry: $host (credentials in \$DOCKER_CONFIG, never on a command line)"
+
+step "4. CI: a signing key, then publish the interpreter (probed once: version, ABI, tags, markers)"
+(cd "$work" && "$OLDPWD/bin/pylayer" keygen >/dev/null)
+pyref=$(bin/pylayer interpreter publish "$prefix" --repo "$repo" --key "$work/cosign.key" --ca-file "$ca" --cache "$work/ci")
+echo "   interpreter: $pyref"
+
+step "5. CI: lock the office set for that interpreter's target (read from the signed artifact)"
+key=$(bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" --python-from "$pyref" \
+  --trust "$work/cosign.pub" --ca-file "$ca" -o "$work/office.lock.json" --cache "$work/ci")
+echo "   key: $key"
 python3 - "$work/office.lock.json" <<'PY'
 import json, sys
-for p in json.load(open(sys.argv[1]))["packages"]:
-    print(f"  {p['name']}=={p['version']}  {p['filename']}  required by {', '.join(p['required_by'])}")
+l = json.load(open(sys.argv[1]))
+print(f"   target: CPython {l['target']['python_full']} {l['target']['abi']} {l['target']['platform']}")
+for p in l["packages"]:
+    print(f"   {p['name']}=={p['version']}  {p['filename']}  required by {', '.join(p['required_by'])}")
 PY
 
-step "4. build the layer artifact (one reproducible blob per wheel, .pyc compiled by $PY)"
-d1=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-a" --cache "$work/cache-a")
-echo "manifest: $d1"
+step "6. reproducible: build the layer twice, in two directories with two caches (.pyc by the target interpreter)"
+d1=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter "$prefix" -o "oci:$work/oci-a" --cache "$work/ci")
+d2=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter "$prefix" -o "oci:$work/oci-b" --cache "$work/ci-2")
+echo "   $d1"; echo "   $d2"
+[ "$d1" = "$d2" ] || { echo "NOT REPRODUCIBLE"; exit 1; }
+t0=$(date +%s%N); bin/pylayer build "$work/office.lock.json" -o "oci:$work/oci-a" --cache "$work/ci" >/dev/null; t1=$(date +%s%N)
+echo "   identical; a rebuild of a key already built takes $(( (t1-t0)/1000000 )) ms"
 
-step "5. build again from scratch, in another directory and another cache: same digest"
-d2=$(bin/pylayer build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-b" --cache "$work/cache-b")
-echo "manifest: $d2"
-[ "$d1" = "$d2" ] || { echo "NOT REPRODUCIBLE: $d1 != $d2"; exit 1; }
-echo "identical"
+step "7. CI: publish the base layer (push, tag base-<key>, sign)"
+baseref=$(bin/pylayer publish "$work/office.lock.json" --repo "$repo" --key "$work/cosign.key" --ca-file "$ca" \
+  --index-url "$url" --interpreter "$prefix" --tag current --cache "$work/ci")
+echo "   base: $baseref"
 
-step "6. build once more into the first layout: the key is there, nothing is rebuilt"
-time bin/pylayer build "$work/office.lock.json" --index-url "$url" -o "oci:$work/oci-a" --cache "$work/cache-a"
+step "8. an auditor checks both signatures with the stock cosign CLI"
+cosign=$(bash scripts/tools.sh cosign)
+for r in "$pyref" "$baseref"; do
+  SSL_CERT_FILE=$ca HTTPS_PROXY=http://127.0.0.1:9 "$cosign" verify --key "$work/cosign.pub" --insecure-ignore-tlog=true "$r" 2>/dev/null \
+    | python3 -c 'import json,sys; [print("   cosign verify: ok,", s["critical"]["image"]["docker-manifest-digest"]) for s in json.load(sys.stdin)]'
+done
+bin/pylayer verify "$baseref" --trust "$work/cosign.pub" --ca-file "$ca" --cache "$work/host" | sed 's/^/   /'
 
-step "7. the artifact: config = the lock, one layer per wheel"
-python3 - "$work/oci-a" "$d1" <<'PY'
-import json, sys, os
-lay, dig = sys.argv[1], sys.argv[2]
-m = json.load(open(os.path.join(lay, "blobs", *dig.split(":"))))
-print("artifactType:", m["artifactType"])
-print("config:", m["config"]["mediaType"], m["config"]["digest"][:19])
-for l in m["layers"]:
-    print("  layer", l["digest"][:19], l["size"], "bytes", l["annotations"]["org.opencontainers.image.title"])
-print("annotations:", json.dumps(m["annotations"], sort_keys=True))
+step "9. a host starts up: pull and verify interpreter and base into a fresh cache, probe imports in the sandbox"
+export PYLAYER_CACHE=$work/host PYLAYER_TRUST=$work/cosign.pub
+bin/pylayer ensure --python "$pyref" --base "$baseref" --ca-file "$ca" | sed 's/^/   /'
+bin/pylayer ls | sed 's/^/   /'
+bin/pylayer doctor --python "$pyref" --ca-file "$ca" | sed 's/^/   /'
+
+step "10. a session: a Python script in the sandbox writes a .docx and an .xlsx into its workspace"
+mkdir -p "$work/workspace"
+cat >"$work/workspace/report.py" <<'PY'
+import sys, docx, openpyxl, xlsxwriter
+d = docx.Document()
+d.add_heading("pylayer demo", 0)
+d.add_paragraph(f"Written by Python {sys.version.split()[0]} from {sys.prefix}, with python-docx from a signed layer.")
+d.save("/workspace/report.docx")
+wb = openpyxl.Workbook()
+ws = wb.active
+ws.append(["package", "version"])
+for m in (docx, openpyxl, xlsxwriter):
+    ws.append([m.__name__, getattr(m, "__version__", "?")])
+wb.save("/workspace/report.xlsx")
+print("wrote report.docx and report.xlsx; docx from", docx.__file__)
 PY
+bin/pylayer run --python "$pyref" --layer "$baseref" --workspace "$work/workspace" --ca-file "$ca" --timeout 60s \
+  -- python3 /workspace/report.py | sed 's/^/   /'
 
-step "8. unpack the layers and use them: write a .docx and an .xlsx"
-mkdir -p "$work/root" "$work/out"
-python3 - "$work/oci-a" "$d1" "$work/root" <<'PY'
-import json, sys, os, tarfile
-lay, dig, root = sys.argv[1:]
-m = json.load(open(os.path.join(lay, "blobs", *dig.split(":"))))
-for l in m["layers"]:
-    with tarfile.open(os.path.join(lay, "blobs", *l["digest"].split(":"))) as t:
-        t.extractall(root, filter="data")
-PY
-PYTHONPATH="$work/root/site-packages" $PY - "$work/out" <<'PY'
-import sys, docx, openpyxl, xlsxwriter, lxml.etree
-out = sys.argv[1]
-d = docx.Document(); d.add_heading("pylayer demo", 0); d.add_paragraph("written from a layer"); d.save(f"{out}/demo.docx")
-wb = openpyxl.Workbook(); wb.active["A1"] = "pylayer"; wb.save(f"{out}/demo.xlsx")
-print("imported", docx.__file__.split("site-packages/")[1], "and", openpyxl.__name__, openpyxl.__version__)
-PY
-python3 - "$work/out" <<'PY'
+step "11. check the OOXML structure of both files"
+python3 - "$work/workspace" <<'PY'
 import sys, zipfile, xml.dom.minidom as m
 out = sys.argv[1]
-for f, part in (("demo.docx", "word/document.xml"), ("demo.xlsx", "xl/workbook.xml")):
+for f, part in (("report.docx", "word/document.xml"), ("report.xlsx", "xl/workbook.xml")):
     z = zipfile.ZipFile(f"{out}/{f}")
     names = z.namelist()
     assert "[Content_Types].xml" in names and part in names, names
     for n in names:
         if n.endswith(".xml") or n.endswith(".rels"):
             m.parseString(z.read(n))
-    print(f"{f}: valid OOXML ({len(names)} parts, {part} parses)")
+    print(f"   {f}: valid OOXML ({len(names)} parts; [Content_Types].xml and {part} present; every XML part parses)")
 PY
-step "9. start a registry on 127.0.0.1 (Debian's docker-registry, TLS from a fresh CA, htpasswd auth)"
-go build -o "$work/registry" ./test/cmd/registry
-"$work/registry" >"$work/registry.json" 2>"$work/registry.log" &
-reg=$!
-trap 'kill $srv $reg 2>/dev/null || true' EXIT
-for _ in $(seq 600); do [ -s "$work/registry.json" ] && break; sleep 0.1; done
-[ -s "$work/registry.json" ] || { cat "$work/registry.log"; exit 1; }
-read -r host ca dockercfg < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["host"], d["ca_file"], d["docker_config"])' "$work/registry.json")
-export DOCKER_CONFIG=$dockercfg
-echo "registry: $host (credentials in \$DOCKER_CONFIG, never on the command line)"
 
-step "10. make a signing key and publish: push the artifact, tag it <kind>-<key>, sign it"
-export COSIGN_PASSWORD=demo-password
-(cd "$work" && ../bin/pylayer keygen >/dev/null)
-ref=$(bin/pylayer publish "$work/office.lock.json" --repo "$host/team/pylayer" --key "$work/cosign.key" \
-  --ca-file "$ca" --index-url "$url" --interpreter $PY --cache "$work/cache-a")
-echo "published: $ref"
-
-step "11. an auditor checks the signature with the stock cosign CLI"
-cosign=$(bash scripts/tools.sh cosign)
-SSL_CERT_FILE=$ca HTTPS_PROXY=http://127.0.0.1:9 "$cosign" verify --key "$work/cosign.pub" --insecure-ignore-tlog=true "$ref" 2>/dev/null \
-  | python3 -c 'import json,sys; [print("cosign verify: ok, signed digest", s["critical"]["image"]["docker-manifest-digest"]) for s in json.load(sys.stdin)]'
-
-step "12. a host pulls it: signature verified first, then blobs fetched, unpacked read-only"
-root=$(bin/pylayer pull "$ref" --trust "$work/cosign.pub" --ca-file "$ca" --cache "$work/host")
-echo "layer root: $root"
-bin/pylayer verify "$ref" --trust "$work/cosign.pub" --ca-file "$ca" --cache "$work/host" | head -5
-bin/pylayer ls --cache "$work/host"
-PYTHONPATH="$root/site-packages" $PY -c 'import docx, openpyxl, xlsxwriter, lxml.etree; print("imports from the pulled layer: ok")'
+step "12. containment, seen from inside the same sandbox"
+bin/pylayer run --python "$pyref" --layer "$baseref" --ca-file "$ca" -- python3 - <<'PY' | sed 's/^/   /' || true
+import os, socket, subprocess
+try:
+    socket.create_connection(("127.0.0.1", 80), timeout=1); print("network: REACHABLE")
+except OSError as e:
+    print("network: unreachable (", e.__class__.__name__, ")")
+for p in ("/usr/x", "/opt/python/x"):
+    try:
+        open(p, "w"); print(p, "WRITABLE")
+    except OSError:
+        print(f"write {p}: refused")
+print("environment:", sorted(os.environ))
+r = subprocess.run(["pip", "install", "requests"], capture_output=True, text=True)
+print("pip install requests: exit", r.returncode, "-", r.stderr.splitlines()[0])
+PY
 
 echo; echo "demo ok"

@@ -189,6 +189,10 @@ func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mou
 				pinned := ref
 				pinned.Digest = d
 				root, _, err = registry.Pull(ctx, repo, pinned, pol, c, pullProgress(cmd.ErrOrStderr()), func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+				if err == nil {
+					// A ref keeps what a session was pulled for from gc, like pylayer pull does.
+					err = c.SetRef(ctx, repo.Name()+"@"+d.String(), d)
+				}
 			}
 		}
 		if err != nil {
