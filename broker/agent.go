@@ -1,0 +1,237 @@
+package broker
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/pep508"
+)
+
+// Limits of a package request.
+const (
+	MaxSpecs   = 64
+	MaxSpecLen = 1024
+)
+
+// newID returns prefix + 128 random bits in hex.
+func newID(prefix string) string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("broker: crypto/rand failed: " + err.Error())
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+
+// EnvPackage is one package of the session's base.
+type EnvPackage struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Env is what GET /v1/sessions/{id}/env answers.
+type Env struct {
+	Session  Session      `json:"session"`
+	Base     []EnvPackage `json:"base_packages"`
+	Bindings []Binding    `json:"bindings"`
+	Requests []Request    `json:"open_requests"`
+}
+
+func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
+	se, ok := s.session(w, r, t, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	env := Env{Session: se, Base: []EnvPackage{}, Bindings: []Binding{}, Requests: []Request{}}
+	if len(se.BaseLock) > 0 {
+		l, err := lock.Parse(se.BaseLock)
+		if err != nil {
+			s.internal(w, r, fmt.Errorf("session %s: stored base lock: %w", se.ID, err))
+			return
+		}
+		for _, p := range l.Packages {
+			env.Base = append(env.Base, EnvPackage{Name: p.Name, Version: p.Version})
+		}
+	}
+	bs, err := s.o.Store.Bindings(r.Context(), se.ID)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	env.Bindings = append(env.Bindings, bs...)
+	reqs, err := s.o.Store.ListRequests(r.Context(), RequestFilter{SessionID: se.ID})
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	for _, q := range reqs {
+		if !Terminal(q.State) {
+			env.Requests = append(env.Requests, q)
+		}
+	}
+	writeJSON(w, http.StatusOK, env)
+}
+
+// packagesBody is the JSON body of POST /v1/sessions/{id}/requests.
+type packagesBody struct {
+	Packages []string `json:"packages"`
+}
+
+// checkSpecs validates requirement strings the way pip would parse them.
+func checkSpecs(specs []string) ([]string, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("no packages: send {\"packages\": [\"name==version\", ...]}")
+	}
+	if len(specs) > MaxSpecs {
+		return nil, fmt.Errorf("%d packages in one request, at most %d", len(specs), MaxSpecs)
+	}
+	out := make([]string, len(specs))
+	for i, sp := range specs {
+		sp = strings.TrimSpace(sp)
+		if len(sp) > MaxSpecLen {
+			return nil, fmt.Errorf("package %d: longer than %d bytes", i+1, MaxSpecLen)
+		}
+		req, err := pep508.ParseRequirement(sp)
+		if err != nil {
+			return nil, fmt.Errorf("package %q: %w", sp, err)
+		}
+		if req.URL != "" {
+			return nil, fmt.Errorf("package %q: direct URL references are not allowed; name a package and version, or upload the wheel", sp)
+		}
+		out[i] = sp
+	}
+	return out, nil
+}
+
+func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) {
+	se, ok := s.session(w, r, t, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	var specs []string
+	var up *Upload
+	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch mt {
+	case "multipart/form-data":
+		up, ok = s.receiveWheel(w, r)
+		if !ok {
+			return
+		}
+	default: // decodeJSON answers 415 for anything but JSON
+		var body packagesBody
+		if s.decodeJSON(w, r, &body, false) != nil {
+			return
+		}
+		var err error
+		if specs, err = checkSpecs(body.Packages); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), "write requirements as pip does, e.g. python-docx==1.1.2 or numpy<2")
+			return
+		}
+	}
+	req, err := s.o.Classifier.Classify(r.Context(), se, specs, up)
+	if err != nil {
+		s.internal(w, r, fmt.Errorf("classifying a request of session %s: %w", se.ID, err))
+		return
+	}
+	switch req.State {
+	case StateApproved, StatePending, StateRejected:
+	default:
+		s.internal(w, r, fmt.Errorf("classifier returned state %q, want approved, pending or rejected", req.State))
+		return
+	}
+	now := s.o.Now().UTC()
+	req.ID, req.SessionID, req.Specs, req.Created, req.Updated = newID("req_"), se.ID, specs, now, now
+	req.Upload, req.Approver = "", ""
+	if up != nil {
+		req.Upload = up.Filename
+	}
+	if err := s.o.Store.CreateRequest(r.Context(), req); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	if err := s.audit(r.Context(), t, AuditEvent{Action: "request.create", SessionID: se.ID, RequestID: req.ID,
+		Packages: req.Packages, Decision: req.Decision, Detail: strings.Join(req.Reasons, "; ")}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if req.State == StateApproved && s.o.Builder != nil {
+		s.o.Builder.Enqueue(context.WithoutCancel(r.Context()), req.ID)
+	}
+	w.Header().Set("Location", "/v1/requests/"+req.ID)
+	writeJSON(w, http.StatusCreated, req)
+}
+
+// audit writes an event with the token's subject as actor (never the token).
+func (s *Server) audit(ctx context.Context, t Token, e AuditEvent) error {
+	e.Actor = t.Subject
+	e.Time = s.o.Now().UTC()
+	return s.o.Store.Audit(ctx, e)
+}
+
+func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {
+	id := r.PathValue("id")
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("wait=%q is not a duration", v), "e.g. wait=30s; at most 60s")
+			return
+		}
+		wait = min(d, MaxWait)
+	}
+	req, _, ok := s.request(w, r, t, id)
+	if !ok {
+		return
+	}
+	if wait > 0 && !Terminal(req.State) {
+		req, ok = s.longPoll(w, r, req, wait)
+		if !ok {
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+// recheck bounds how stale a long poll can be when a change comes from another process
+// that cannot call Notify; it is not the wake-up path.
+const recheck = 2 * time.Second
+
+// longPoll waits until req changes to a terminal state, the wait ends or the client leaves.
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, wait time.Duration) (Request, bool) {
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		ch, release := s.waiters.wait(req.ID)
+		cur, err := s.o.Store.GetRequest(r.Context(), req.ID) // read after registering: no lost wake-up
+		if err != nil {
+			release()
+			s.internal(w, r, err)
+			return req, false
+		}
+		if Terminal(cur.State) {
+			release()
+			return cur, true
+		}
+		tick := time.NewTimer(recheck)
+		select {
+		case <-ch:
+		case <-tick.C:
+		case <-deadline.C:
+			tick.Stop()
+			release()
+			return cur, true
+		case <-r.Context().Done():
+			tick.Stop()
+			release()
+			return cur, false
+		}
+		tick.Stop()
+		release()
+	}
+}

@@ -1,0 +1,73 @@
+package broker
+
+import (
+	"context"
+	"time"
+)
+
+// Builder is the worker that builds approved requests. Enqueue must not block for long;
+// the worker claims work with Store.NextBuildable, moves the request through built/bound
+// or failed, and calls Server.Notify(requestID) after each change so long polls wake.
+type Builder interface {
+	Enqueue(ctx context.Context, requestID string)
+}
+
+// Upload is a wheel an agent uploaded, stored content-addressed under the data dir.
+type Upload struct {
+	Filename string // validated with wheel.ParseFilename
+	Path     string // where the bytes are, <data>/uploads/sha256/<hex>.whl
+	SHA256   string // hex
+	Size     int64
+}
+
+// Classifier resolves a request against the session's base lock and classifies it. It
+// returns the request with State (approved, pending or rejected), Decision, Reasons,
+// Isolated (an isolated layer may be offered to the approver) and Packages filled; the
+// server sets ID, SessionID, Specs, Upload and the times. upload is nil for specs.
+// An error means the classifier itself failed (not that the request is refused).
+type Classifier interface {
+	Classify(ctx context.Context, s Session, specs []string, upload *Upload) (Request, error)
+}
+
+// Rebaser moves a session to the current interpreter and base, updating the store
+// (SetSessionBase, ReplaceBindings), and returns the session as it is now.
+type Rebaser interface {
+	Rebase(ctx context.Context, sessionID string) (Session, error)
+}
+
+// Layer is one published layer, as listed by a LayerLister.
+type Layer struct {
+	Kind    string    `json:"kind"` // base, ext, iso, python
+	Ref     string    `json:"ref"`
+	Digest  string    `json:"digest"`
+	Key     string    `json:"key,omitempty"`
+	Size    int64     `json:"size,omitempty"`
+	Created time.Time `json:"created,omitzero"`
+}
+
+// LayerLister lists the layers a deployment knows.
+type LayerLister interface {
+	Layers(ctx context.Context) ([]Layer, error)
+}
+
+// GCReport says what a garbage collection removed.
+type GCReport struct {
+	Removed    []string `json:"removed"`
+	FreedBytes int64    `json:"freed_bytes"`
+}
+
+// GCer collects layers no binding holds.
+type GCer interface {
+	GC(ctx context.Context) (GCReport, error)
+}
+
+// Decisions set by the server; the classifier sets its own (e.g. auto-approved, pending,
+// rejected).
+const (
+	DecisionApproved         = "approved"          // approved by an approver: build an ext layer
+	DecisionApprovedIsolated = "approved-isolated" // approved as an isolated layer: build iso
+	DecisionDenied           = "denied"
+)
+
+// BuildIsolated reports whether the approver chose an isolated layer replacing the base.
+func (r Request) BuildIsolated() bool { return r.Decision == DecisionApprovedIsolated }

@@ -1,0 +1,338 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/catalog"
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry"
+)
+
+// Config is what the worker needs. Store, Index, Repo, Signer and Trees are required.
+type Config struct {
+	Store   broker.Store
+	Catalog *catalog.Catalog // nil: catalog.Default() (everything waits for a human)
+	Index   *index.Client    // where wheels are resolved and fetched from
+	Repo    registry.Repo    // where layers are published
+	Signer  sign.Signer      // signs every published layer
+	Trees   *build.Builder   // wheelhouse and per-wheel trees
+	Notify  func(requestID string)
+	Logger  *slog.Logger
+}
+
+// Worker classifies and builds requests. It implements broker.Classifier, broker.Builder
+// and broker.Rebaser.
+type Worker struct {
+	cfg  Config
+	wake chan struct{}
+
+	mu       sync.Mutex
+	inflight map[string]*flight // by layer tag: identical builds share one
+
+	builds, binds atomic.Int64
+}
+
+type flight struct {
+	done chan struct{}
+	desc v1.Descriptor
+	err  error
+}
+
+var (
+	_ broker.Classifier = (*Worker)(nil)
+	_ broker.Builder    = (*Worker)(nil)
+	_ broker.Rebaser    = (*Worker)(nil)
+)
+
+// New checks cfg and returns a worker; start it with Run.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Store == nil || cfg.Index == nil || cfg.Repo == nil || cfg.Signer == nil || cfg.Trees == nil {
+		return nil, errors.New("builder: Store, Index, Repo, Signer and Trees are required")
+	}
+	if cfg.Catalog == nil {
+		cfg.Catalog = catalog.Default()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Notify == nil {
+		cfg.Notify = func(string) {}
+	}
+	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}}, nil
+}
+
+// SetNotify sets the function told after every change of a request's state (the
+// server's Notify, which wakes long polls).
+func (w *Worker) SetNotify(f func(requestID string)) { w.cfg.Notify = f }
+
+// Builds and Binds count published layers and requests bound to an existing layer.
+func (w *Worker) Builds() int64 { return w.builds.Load() }
+func (w *Worker) Binds() int64  { return w.binds.Load() }
+
+// Enqueue wakes the worker; it never blocks.
+func (w *Worker) Enqueue(context.Context, string) {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run builds approved requests, jobs at a time, until ctx ends. Requests left building
+// by a worker that died are taken up again first.
+func (w *Worker) Run(ctx context.Context, jobs int) error {
+	stale, err := w.cfg.Store.ListRequests(ctx, broker.RequestFilter{State: broker.StateBuilding})
+	if err != nil {
+		return err
+	}
+	for _, r := range stale {
+		err := w.cfg.Store.UpdateRequest(ctx, r.ID, func(r *broker.Request) error {
+			r.State = broker.StateApproved
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		w.audit(ctx, "builder", "resume", r, "the previous worker stopped mid-build; building again")
+	}
+	if jobs < 1 {
+		jobs = 1
+	}
+	var wg sync.WaitGroup
+	for range jobs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx)
+		}()
+	}
+	w.Enqueue(ctx, "")
+	wg.Wait()
+	return ctx.Err()
+}
+
+func (w *Worker) loop(ctx context.Context) {
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for {
+		for {
+			r, ok, err := w.cfg.Store.NextBuildable(ctx)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				w.cfg.Logger.Error("claiming a request", "err", err)
+				break
+			}
+			if !ok {
+				break
+			}
+			w.cfg.Notify(r.ID)
+			w.process(ctx, r)
+			w.Enqueue(ctx, "") // wake the other workers
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// process builds (or reuses) and binds one claimed request.
+func (w *Worker) process(ctx context.Context, r broker.Request) {
+	desc, l, err := w.build(ctx, r)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: the request stays building and resumes at the next start
+		}
+		w.fail(ctx, r, err)
+		return
+	}
+	kind := broker.KindExt
+	if l.Kind == lock.KindIso {
+		kind = broker.KindIso
+	}
+	key, _ := l.Key()
+	ref := w.cfg.Repo.Name() + "@" + desc.Digest.String()
+	err = w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
+		q.State, q.Digest, q.LockKey = broker.StateBuilt, desc.Digest.String(), key
+		return nil
+	})
+	if err == nil {
+		w.cfg.Notify(r.ID)
+		err = w.cfg.Store.AddBinding(ctx, broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()})
+	}
+	if err == nil {
+		err = w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
+			q.State = broker.StateBound
+			return nil
+		})
+	}
+	if err != nil {
+		w.fail(ctx, r, err)
+		return
+	}
+	w.audit(ctx, "builder", "bound", r, kind+" layer "+ref)
+	w.cfg.Notify(r.ID)
+}
+
+func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
+	w.cfg.Logger.Warn("build failed", "request", r.ID, "err", cause)
+	err := w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
+		q.State, q.Error = broker.StateFailed, cause.Error()
+		return nil
+	})
+	if err != nil {
+		w.cfg.Logger.Error("recording a failed build", "request", r.ID, "err", err)
+	}
+	w.audit(ctx, "builder", "build-failed", r, cause.Error())
+	w.cfg.Notify(r.ID)
+}
+
+// build resolves the request's lock again (the index and base are the same, so is the
+// result) and publishes its layer unless the repository has that key already.
+func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *lock.Lock, error) {
+	s, err := w.cfg.Store.GetSession(ctx, r.SessionID)
+	if err != nil {
+		return v1.Descriptor{}, nil, err
+	}
+	base, err := sessionBase(s)
+	if err != nil {
+		return v1.Descriptor{}, nil, err
+	}
+	up, err := w.upload(r)
+	if err != nil {
+		return v1.Descriptor{}, nil, err
+	}
+	l, err := w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated())
+	if err != nil {
+		return v1.Descriptor{}, nil, err
+	}
+	key, err := l.Key()
+	if err != nil {
+		return v1.Descriptor{}, nil, err
+	}
+	tag := string(l.Kind) + "-" + key
+	desc, err := w.publish(ctx, tag, l)
+	return desc, l, err
+}
+
+// publish pushes and signs the layer of l under tag, once for any number of identical
+// requests at the same time; an existing tag is only reused.
+func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Descriptor, error) {
+	w.mu.Lock()
+	if f, ok := w.inflight[tag]; ok {
+		w.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.desc, f.err
+		case <-ctx.Done():
+			return v1.Descriptor{}, ctx.Err()
+		}
+	}
+	f := &flight{done: make(chan struct{})}
+	w.inflight[tag] = f
+	w.mu.Unlock()
+	defer func() {
+		close(f.done)
+		w.mu.Lock()
+		delete(w.inflight, tag)
+		w.mu.Unlock()
+	}()
+	repo := w.cfg.Repo
+	f.desc, f.err = repo.Resolve(ctx, tag)
+	switch {
+	case f.err == nil:
+		w.binds.Add(1)
+	case errors.Is(f.err, registry.ErrNotFound):
+		var a oci.Artifact
+		if a, f.err = oci.LayerArtifact(ctx, w.cfg.Trees, l); f.err != nil {
+			return f.desc, f.err
+		}
+		if f.desc, _, f.err = registry.Push(ctx, repo, a, tag); f.err != nil {
+			return f.desc, f.err
+		}
+		w.builds.Add(1)
+	default:
+		return f.desc, f.err
+	}
+	// Sign every time: signing what is already signed by this key writes nothing, and a
+	// layer pushed by a worker that died before signing gets its signature now.
+	if _, err := sign.Sign(ctx, repo, f.desc, repo.Name(), w.cfg.Signer); err != nil {
+		f.err = fmt.Errorf("signing %s: %w", tag, err)
+	}
+	return f.desc, f.err
+}
+
+// upload returns the uploaded wheel of a request as a wheelhouse entry, or nil.
+func (w *Worker) upload(r broker.Request) (*broker.Upload, error) {
+	if r.Upload == "" {
+		return nil, nil
+	}
+	if len(r.Packages) == 0 {
+		return nil, fmt.Errorf("request %s: the uploaded wheel %s was not recorded", r.ID, r.Upload)
+	}
+	for _, p := range r.Packages {
+		if p.Filename == r.Upload {
+			path := filepath.Join(w.cfg.Trees.Root, "wheels", p.SHA256, p.Filename)
+			return &broker.Upload{Filename: p.Filename, Path: path, SHA256: p.SHA256, Size: p.Size}, nil
+		}
+	}
+	return nil, fmt.Errorf("request %s: the uploaded wheel %s is not among its packages", r.ID, r.Upload)
+}
+
+func (w *Worker) audit(ctx context.Context, actor, action string, r broker.Request, detail string) {
+	err := w.cfg.Store.Audit(ctx, broker.AuditEvent{Time: time.Now().UTC(), Actor: actor, Action: action, SessionID: r.SessionID, RequestID: r.ID, Packages: r.Packages, Decision: r.Decision, Detail: detail})
+	if err != nil {
+		w.cfg.Logger.Error("audit", "err", err)
+	}
+}
+
+func sessionBase(s broker.Session) (*lock.Lock, error) {
+	if len(s.BaseLock) == 0 {
+		return nil, fmt.Errorf("session %s has no base layer: create it with a base (or rebase it onto the current base) first", s.ID)
+	}
+	return lock.Parse(s.BaseLock)
+}
+
+// copyFile copies src to dst through a temporary file.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, in); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), dst)
+}

@@ -1,0 +1,305 @@
+package builder
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/catalog"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/pep440"
+	"github.com/pylayer/pylayer/layers/pep508"
+	"github.com/pylayer/pylayer/layers/resolve"
+	"github.com/pylayer/pylayer/layers/wheel"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/sign"
+)
+
+// Classify resolves specs (or an uploaded wheel and what it requires) against the
+// session's base and classifies the result with the catalog.
+func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
+	base, err := sessionBase(s)
+	if err != nil {
+		return broker.Request{}, err
+	}
+	if up != nil {
+		// Keep the uploaded wheel in the wheelhouse, where a build finds it by hash.
+		dst := fmt.Sprintf("%s/wheels/%s/%s", w.cfg.Trees.Root, up.SHA256, up.Filename)
+		if err := copyFile(up.Path, dst); err != nil {
+			return broker.Request{}, fmt.Errorf("keeping the uploaded wheel: %w", err)
+		}
+	}
+	creq := catalog.Request{Requested: specs, Uploaded: up != nil}
+	l, rerr := w.lockFor(ctx, base, specs, up, false)
+	switch {
+	case rerr == nil:
+		creq.Packages = catalogPackages(l)
+	case isBaseConflict(rerr):
+		creq.ResolveErr = rerr
+		if iso, err := w.lockFor(ctx, base, specs, up, true); err == nil {
+			creq.BaseConflict = true
+			creq.Packages = catalogPackages(iso)
+		}
+	default:
+		creq.ResolveErr = rerr
+	}
+	cl := w.cfg.Catalog.Classify(creq)
+	req := broker.Request{Decision: string(cl.Decision), Reasons: cl.Reasons, Isolated: cl.Isolated}
+	for _, p := range creq.Packages {
+		req.Packages = append(req.Packages, broker.Pkg{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size})
+	}
+	switch cl.Decision {
+	case catalog.AutoApproved:
+		req.State = broker.StateApproved
+	case catalog.Pending:
+		req.State = broker.StatePending
+	default:
+		req.State = broker.StateRejected
+	}
+	if l != nil {
+		req.LockKey, _ = l.Key()
+	}
+	return req, nil
+}
+
+func isBaseConflict(err error) bool {
+	var ce *resolve.ConflictError
+	return errors.As(err, &ce) && len(ce.BasePins()) > 0
+}
+
+func catalogPackages(l *lock.Lock) []catalog.Package {
+	var out []catalog.Package
+	for _, p := range l.Packages {
+		out = append(out, catalog.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size})
+	}
+	return out
+}
+
+// lockFor resolves what a request adds: an ext lock (the delta over base, whose pins it
+// must live with) or, isolated, an iso lock (the base's requirements and the request's,
+// resolved together without the base's pins). An uploaded wheel is pinned as it is and
+// its own requirements are resolved.
+func (w *Worker) lockFor(ctx context.Context, base *lock.Lock, specs []string, up *broker.Upload, isolated bool) (*lock.Lock, error) {
+	var reqs []pep508.Requirement
+	for _, s := range specs {
+		r, err := pep508.ParseRequirement(s)
+		if err != nil {
+			return nil, fmt.Errorf("requirement %q: %w", s, err)
+		}
+		reqs = append(reqs, r)
+	}
+	var upPkg *lock.Package
+	if up != nil {
+		meta, _, err := wheel.ReadMetadata(fmt.Sprintf("%s/wheels/%s/%s", w.cfg.Trees.Root, up.SHA256, up.Filename))
+		if err != nil {
+			return nil, fmt.Errorf("uploaded wheel: %w", err)
+		}
+		fn, err := wheel.ParseFilename(up.Filename)
+		if err != nil {
+			return nil, err
+		}
+		v, err := pep440.Parse(fn.Version)
+		if err != nil {
+			return nil, err
+		}
+		upPkg = &lock.Package{Name: fn.Project(), Version: v.String(), Filename: up.Filename, URL: "upload:" + up.SHA256, SHA256: up.SHA256, Size: up.Size, RequiredBy: []string{lock.Requested}}
+		env := pep508.Environment(base.Target.Markers)
+		for _, d := range meta.RequiresDist {
+			r, err := pep508.ParseRequirement(d)
+			if err != nil {
+				return nil, fmt.Errorf("uploaded wheel requires %q: %w", d, err)
+			}
+			if r.Marker == nil || r.Marker.Evaluate(env, "") {
+				reqs = append(reqs, r)
+			}
+		}
+	}
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindExt, Target: base.Target, Requirements: specs}
+	opts := resolve.Options{Target: base.Target}
+	if isolated {
+		l.Kind = lock.KindIso
+		for _, s := range base.Requirements {
+			r, err := pep508.ParseRequirement(s)
+			if err != nil {
+				return nil, err
+			}
+			reqs = append(reqs, r)
+			l.Requirements = append(l.Requirements, s)
+		}
+	} else {
+		key, err := base.Key()
+		if err != nil {
+			return nil, err
+		}
+		l.Base = key
+		for _, p := range base.Packages {
+			v, err := pep440.Parse(p.Version)
+			if err != nil {
+				return nil, err
+			}
+			opts.Base = append(opts.Base, resolve.Pin{Name: p.Name, Version: v, File: index.File{Project: p.Name, Filename: p.Filename, URL: p.URL, SHA256: p.SHA256, Size: p.Size}})
+		}
+	}
+	if upPkg != nil {
+		if !isolated && base.Find(upPkg.Name) != nil {
+			return nil, &resolve.ConflictError{Project: upPkg.Name}
+		}
+		l.Requirements = append(l.Requirements, upPkg.Name+"=="+upPkg.Version)
+	}
+	resolved, err := resolve.Resolve(ctx, w.cfg.Index, reqs, opts)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range resolved {
+		if upPkg != nil && r.Name == upPkg.Name {
+			continue
+		}
+		if r.File.SHA256 == "" || r.File.Size <= 0 {
+			return nil, fmt.Errorf("the index gives no sha256 or size for %s: pylayer only builds files with both", r.File.Filename)
+		}
+		l.Packages = append(l.Packages, lock.Package{Name: r.Name, Version: r.Version.String(), Filename: r.File.Filename, URL: r.File.URL, SHA256: r.File.SHA256, Size: r.File.Size, RequiredBy: r.RequiredBy})
+	}
+	if upPkg != nil {
+		l.Packages = append(l.Packages, *upPkg)
+	}
+	if len(l.Packages) == 0 {
+		return nil, errors.New("nothing to add: the base layer already provides everything requested")
+	}
+	if _, err := l.Canonical(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// CurrentTag and PythonCurrentTag are the moving tags that name what new sessions and
+// rebases get: publish the base with --tag current, the interpreter with --tag python-current.
+const (
+	CurrentTag       = "current"
+	PythonCurrentTag = "python-current"
+)
+
+// Current returns the repository's current interpreter (if tagged) and base, with the
+// base's lock, after checking that this worker's key signed them.
+func (w *Worker) Current(ctx context.Context) (interp, base string, baseLock []byte, err error) {
+	v, err := sign.NewVerifier("the broker's signing key", w.cfg.Signer)
+	if err != nil {
+		return "", "", nil, err
+	}
+	repo := w.cfg.Repo
+	d, err := repo.Resolve(ctx, CurrentTag)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("the current base (tag %q in %s): %w", CurrentTag, repo.Name(), err)
+	}
+	if _, err := sign.Verify(ctx, repo, d, v); err != nil {
+		return "", "", nil, err
+	}
+	raw, err := repo.Manifest(ctx, d)
+	if err != nil {
+		return "", "", nil, err
+	}
+	m, err := oci.ParseManifest(raw)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if m.Config.MediaType != oci.MediaTypeLock || m.Config.Size > lock.MaxBytes {
+		return "", "", nil, fmt.Errorf("%s:%s is not a layer", repo.Name(), CurrentTag)
+	}
+	rc, err := repo.Blob(ctx, m.Config)
+	if err != nil {
+		return "", "", nil, err
+	}
+	defer rc.Close()
+	if baseLock, err = io.ReadAll(rc); err != nil {
+		return "", "", nil, err
+	}
+	if l, err := lock.Parse(baseLock); err != nil || l.Kind != lock.KindBase {
+		return "", "", nil, fmt.Errorf("%s:%s is not a base layer", repo.Name(), CurrentTag)
+	}
+	if pd, err := repo.Resolve(ctx, PythonCurrentTag); err == nil {
+		if _, err := sign.Verify(ctx, repo, pd, v); err != nil {
+			return "", "", nil, err
+		}
+		interp = pd.Digest.String()
+	}
+	return interp, d.Digest.String(), baseLock, nil
+}
+
+// Rebase moves a session onto the current base (and interpreter), then asks again for
+// every ext request it had bound: each is classified against the new base like a new
+// request, so it is bound again when it still fits and comes back rejected or pending,
+// with the pin that blocks it, when it does not. Isolated layers stay bound.
+func (w *Worker) Rebase(ctx context.Context, sessionID string) (broker.Session, error) {
+	s, err := w.cfg.Store.GetSession(ctx, sessionID)
+	if err != nil {
+		return s, err
+	}
+	interp, base, baseLock, err := w.Current(ctx)
+	if err != nil {
+		return s, err
+	}
+	if interp == "" {
+		interp = s.Interpreter
+	}
+	old, err := w.cfg.Store.Bindings(ctx, sessionID)
+	if err != nil {
+		return s, err
+	}
+	if err := w.cfg.Store.SetSessionBase(ctx, sessionID, interp, base, baseLock); err != nil {
+		return s, err
+	}
+	var keep []broker.Binding
+	for _, b := range old {
+		if b.Kind == broker.KindIso {
+			keep = append(keep, b)
+		}
+	}
+	if err := w.cfg.Store.ReplaceBindings(ctx, sessionID, keep); err != nil {
+		return s, err
+	}
+	if s, err = w.cfg.Store.GetSession(ctx, sessionID); err != nil {
+		return s, err
+	}
+	for _, b := range old {
+		if b.Kind != broker.KindExt || b.RequestID == "" {
+			continue
+		}
+		prev, err := w.cfg.Store.GetRequest(ctx, b.RequestID)
+		if err != nil {
+			return s, err
+		}
+		var up *broker.Upload
+		if prev.Upload != "" {
+			if up, err = w.upload(prev); err != nil {
+				return s, err
+			}
+		}
+		req, err := w.Classify(ctx, s, prev.Specs, up)
+		if err != nil {
+			return s, err
+		}
+		now := time.Now().UTC()
+		req.ID, req.SessionID, req.Specs, req.Upload, req.Created, req.Updated = newRequestID(), sessionID, prev.Specs, prev.Upload, now, now
+		if err := w.cfg.Store.CreateRequest(ctx, req); err != nil {
+			return s, err
+		}
+		w.audit(ctx, "builder", "rebase.request", req, fmt.Sprintf("asked again after rebase (was %s): %s", prev.ID, req.State))
+		if req.State == broker.StateApproved {
+			w.Enqueue(ctx, req.ID)
+		}
+	}
+	return s, nil
+}
+
+func newRequestID() string {
+	b := make([]byte, 12)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return "req_" + hex.EncodeToString(b)
+}

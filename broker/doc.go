@@ -1,0 +1,10 @@
+// Package broker is the request broker: the HTTP shim through which agents ask for
+// packages, approvers approve or deny, and every decision lands in an append-only audit log.
+// It defines the Store interface (implemented by broker/sqlite, checked by broker/storetest)
+// and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
+// Prometheus metrics and a hand-written OpenAPI document.
+//
+// Resolution and policy are not here: a Classifier (the catalog) classifies requests and a
+// Builder (the worker) builds approved ones. It must never import cmd/, sandbox/ or a
+// concrete store, and it must never log a token secret or an Authorization header.
+package broker

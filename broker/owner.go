@@ -1,0 +1,319 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/pylayer/pylayer/layers/lock"
+)
+
+var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+
+// sessionBody is the optional JSON body of POST /v1/sessions.
+type sessionBody struct {
+	Owner       string  `json:"owner"` // admins only; owners create their own
+	Interpreter string  `json:"interpreter"`
+	Base        string  `json:"base"`
+	BaseLock    jsonRaw `json:"base_lock"`
+}
+
+// CreatedSession is the answer to POST /v1/sessions; AgentToken is shown only here.
+type CreatedSession struct {
+	Session    Session `json:"session"`
+	AgentToken string  `json:"agent_token"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) {
+	var b sessionBody
+	if s.decodeJSON(w, r, &b, true) != nil {
+		return
+	}
+	owner := t.Subject
+	if b.Owner != "" && b.Owner != owner {
+		if t.Role != RoleAdmin {
+			writeError(w, http.StatusForbidden, "owners create sessions for themselves only", "leave out \"owner\"")
+			return
+		}
+		if !validUser(b.Owner) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("owner %q: want 1-64 of [A-Za-z0-9._@-]", b.Owner), "")
+			return
+		}
+		owner = b.Owner
+	}
+	for _, d := range []string{b.Interpreter, b.Base} {
+		if d != "" && !digestRE.MatchString(d) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("digest %q: want sha256:<64 hex>", d), "")
+			return
+		}
+	}
+	if len(b.BaseLock) > 0 {
+		l, err := lock.Parse(b.BaseLock)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "base_lock: "+err.Error(), "send the base lock JSON as written by pylayer lock")
+			return
+		}
+		if l.Kind != lock.KindBase {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("base_lock is a %s lock, want base", l.Kind), "")
+			return
+		}
+	}
+	if len(b.BaseLock) == 0 && b.Base == "" && s.o.SessionDefaults != nil {
+		interp, base, lockBytes, err := s.o.SessionDefaults(r.Context())
+		if err != nil {
+			s.internal(w, r, fmt.Errorf("finding the current base for a new session: %w", err))
+			return
+		}
+		if b.Interpreter == "" {
+			b.Interpreter = interp
+		}
+		b.Base, b.BaseLock = base, lockBytes
+	}
+	se := Session{ID: newID("ses_"), Owner: owner, Created: s.o.Now().UTC(), Interpreter: b.Interpreter, Base: b.Base, BaseLock: b.BaseLock}
+	if err := s.o.Store.CreateSession(r.Context(), se); err != nil {
+		s.storeError(w, r, err)
+		return
+	}
+	secret, hash := NewToken()
+	if err := s.o.Store.PutToken(r.Context(), Token{Hash: hash, Role: RoleAgent, Subject: se.ID, Created: se.Created}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if err := s.audit(r.Context(), t, AuditEvent{Action: "session.create", SessionID: se.ID, Detail: "owner=" + owner}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	w.Header().Set("Location", "/v1/sessions/"+se.ID+"/env")
+	writeJSON(w, http.StatusCreated, CreatedSession{Session: se, AgentToken: secret})
+}
+
+// ownerFilter is "" for admins (everything) and the subject for owners.
+func ownerFilter(t Token) string {
+	if t.Role == RoleAdmin {
+		return ""
+	}
+	return t.Subject
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Token) {
+	l, err := s.o.Store.ListSessions(r.Context(), ownerFilter(t))
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sessions": nonNil(l)})
+}
+
+func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
+	q := r.URL.Query()
+	f := RequestFilter{State: q.Get("state"), SessionID: q.Get("session"), Owner: ownerFilter(t)}
+	if f.State != "" && !validState(f.State) {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one of %s", f.State, strings.Join(States, ", ")), "")
+		return
+	}
+	l, err := s.o.Store.ListRequests(r.Context(), f)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"requests": nonNil(l)})
+}
+
+func validState(st string) bool {
+	for _, v := range States {
+		if v == st {
+			return true
+		}
+	}
+	return false
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// errWrongState is returned from an UpdateRequest fn when the request is not pending.
+var errWrongState = errors.New("wrong state")
+
+type approveBody struct {
+	Isolated bool `json:"isolated"`
+}
+
+type denyBody struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request, t Token) {
+	var b approveBody
+	if s.decodeJSON(w, r, &b, true) != nil {
+		return
+	}
+	s.decide(w, r, t, func(req *Request) (string, error) {
+		if b.Isolated && !req.Isolated {
+			return "", fmt.Errorf("%w: request %s does not offer an isolated layer", ErrInvalid, req.ID)
+		}
+		req.State, req.Decision = StateApproved, DecisionApproved
+		if b.Isolated {
+			req.Decision = DecisionApprovedIsolated
+		}
+		return fmt.Sprintf("isolated=%v", b.Isolated), nil
+	})
+}
+
+// MaxReason bounds a deny reason.
+const MaxReason = 2000
+
+func (s *Server) deny(w http.ResponseWriter, r *http.Request, t Token) {
+	var b denyBody
+	if s.decodeJSON(w, r, &b, false) != nil {
+		return
+	}
+	b.Reason = strings.TrimSpace(b.Reason)
+	if b.Reason == "" || len(b.Reason) > MaxReason {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("a reason of 1 to %d bytes is required", MaxReason), `send {"reason": "..."}; the agent sees it`)
+		return
+	}
+	s.decide(w, r, t, func(req *Request) (string, error) {
+		req.State, req.Decision = StateDenied, DecisionDenied
+		req.Reasons = append(req.Reasons, "denied by "+t.Subject+": "+b.Reason)
+		return b.Reason, nil
+	})
+}
+
+// decide applies an approver's decision to a pending request, audits it, wakes waiters
+// and hands approved requests to the builder.
+func (s *Server) decide(w http.ResponseWriter, r *http.Request, t Token, fn func(*Request) (string, error)) {
+	req, _, ok := s.request(w, r, t, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	var detail string
+	err := s.o.Store.UpdateRequest(r.Context(), req.ID, func(q *Request) error {
+		if q.State != StatePending {
+			return fmt.Errorf("%w: request %s is %s, not pending", errWrongState, q.ID, q.State)
+		}
+		var err error
+		if detail, err = fn(q); err != nil {
+			return err
+		}
+		q.Approver, q.Updated = t.Subject, s.o.Now().UTC()
+		req = *q
+		return nil
+	})
+	switch {
+	case errors.Is(err, errWrongState):
+		writeError(w, http.StatusConflict, strings.TrimPrefix(err.Error(), errWrongState.Error()+": "), "only pending requests can be approved or denied")
+		return
+	case errors.Is(err, ErrInvalid):
+		writeError(w, http.StatusBadRequest, err.Error(), "approve without \"isolated\"")
+		return
+	case err != nil:
+		s.storeError(w, r, err)
+		return
+	}
+	s.Notify(req.ID)
+	if err := s.audit(r.Context(), t, AuditEvent{Action: "request." + req.Decision, SessionID: req.SessionID, RequestID: req.ID,
+		Packages: req.Packages, Decision: req.Decision, Detail: detail}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if req.State == StateApproved && s.o.Builder != nil {
+		s.o.Builder.Enqueue(contextWithoutCancel(r), req.ID)
+	}
+	writeJSON(w, http.StatusOK, req)
+}
+
+func (s *Server) rebase(w http.ResponseWriter, r *http.Request, t Token) {
+	se, ok := s.session(w, r, t, r.PathValue("id"))
+	if !ok {
+		return
+	}
+	if s.o.Rebaser == nil {
+		writeError(w, http.StatusNotImplemented, "rebase is not configured on this broker", "")
+		return
+	}
+	before := se.Base
+	se, err := s.o.Rebaser.Rebase(r.Context(), se.ID)
+	if err != nil {
+		s.internal(w, r, fmt.Errorf("rebasing session %s: %w", r.PathValue("id"), err))
+		return
+	}
+	if err := s.audit(r.Context(), t, AuditEvent{Action: "session.rebase", SessionID: se.ID,
+		Detail: fmt.Sprintf("base %s -> %s", before, se.Base)}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, se)
+}
+
+func (s *Server) layers(w http.ResponseWriter, r *http.Request, t Token) {
+	if s.o.Layers == nil {
+		writeError(w, http.StatusNotImplemented, "layer listing is not configured on this broker", "")
+		return
+	}
+	l, err := s.o.Layers.Layers(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"layers": nonNil(l)})
+}
+
+func (s *Server) gc(w http.ResponseWriter, r *http.Request, t Token) {
+	if s.o.GC == nil {
+		writeError(w, http.StatusNotImplemented, "gc is not configured on this broker", "")
+		return
+	}
+	start := time.Now()
+	rep, err := s.o.GC.GC(r.Context())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if err := s.audit(r.Context(), t, AuditEvent{Action: "gc",
+		Detail: fmt.Sprintf("removed %d, freed %d bytes in %s", len(rep.Removed), rep.FreedBytes, time.Since(start).Round(time.Millisecond))}); err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	rep.Removed = nonNil(rep.Removed)
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, t Token) {
+	id := r.URL.Query().Get("session")
+	if id != "" {
+		if _, ok := s.session(w, r, t, id); !ok {
+			return
+		}
+	}
+	l, err := s.o.Store.AuditLog(r.Context(), id)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if id == "" && t.Role != RoleAdmin { // an owner sees the events of their sessions only
+		mine, err := s.o.Store.ListSessions(r.Context(), t.Subject)
+		if err != nil {
+			s.internal(w, r, err)
+			return
+		}
+		own := map[string]bool{}
+		for _, se := range mine {
+			own[se.ID] = true
+		}
+		kept := l[:0]
+		for _, e := range l {
+			if own[e.SessionID] {
+				kept = append(kept, e)
+			}
+		}
+		l = kept
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(l)})
+}

@@ -1,0 +1,282 @@
+package broker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"time"
+)
+
+// Default limits.
+const (
+	DefaultMaxBody   = 1 << 20   // JSON bodies
+	DefaultMaxUpload = 256 << 20 // uploaded wheels
+	MaxWait          = 60 * time.Second
+)
+
+// Options configure a Server. Store and Classifier are required.
+type Options struct {
+	Store      Store
+	Builder    Builder    // nil: approved requests stay approved
+	Classifier Classifier // required
+	Rebaser    Rebaser    // nil: rebase answers 501
+	Layers     LayerLister
+	GC         GCer
+	// SessionDefaults, when set, gives a session created without a base its interpreter,
+	// base and base lock: the deployment's current ones.
+	SessionDefaults func(ctx context.Context) (interpreter, base string, baseLock []byte, err error)
+	Logger          *slog.Logger // nil: discard
+	DataDir         string       // where uploaded wheels are kept; "": uploads answer 501
+	MaxBody         int64        // default DefaultMaxBody
+	MaxUpload       int64        // default DefaultMaxUpload
+	Now             func() time.Time
+}
+
+// Server is the broker's HTTP API.
+type Server struct {
+	o       Options
+	log     *slog.Logger
+	mux     *http.ServeMux
+	routes  []string
+	metrics *metrics
+	waiters *notifier
+}
+
+var _ http.Handler = (*Server)(nil)
+
+// auth levels of a route.
+type access int
+
+const (
+	public    access = iota // no token
+	anyRole                 // agent, owner or admin; handlers check the session
+	approver                // owner or admin
+	adminOnly               // admin
+)
+
+// NewServer checks o and builds the handler.
+func NewServer(o Options) (*Server, error) {
+	if o.Store == nil || o.Classifier == nil {
+		return nil, errors.New("broker: Options.Store and Options.Classifier are required")
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = DefaultMaxBody
+	}
+	if o.MaxUpload <= 0 {
+		o.MaxUpload = DefaultMaxUpload
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier()}
+	for _, rt := range []struct {
+		pattern string
+		acc     access
+		h       func(http.ResponseWriter, *http.Request, Token)
+	}{
+		{"GET /healthz", public, s.healthz},
+		{"GET /metrics", public, s.serveMetrics},
+		{"GET /openapi.json", public, s.openapi},
+		{"GET /v1/sessions/{id}/env", anyRole, s.env},
+		{"POST /v1/sessions/{id}/requests", anyRole, s.createRequest},
+		{"GET /v1/requests/{id}", anyRole, s.getRequest},
+		{"POST /v1/sessions", approver, s.createSession},
+		{"GET /v1/sessions", approver, s.listSessions},
+		{"GET /v1/requests", approver, s.listRequests},
+		{"POST /v1/requests/{id}/approve", approver, s.approve},
+		{"POST /v1/requests/{id}/deny", approver, s.deny},
+		{"POST /v1/sessions/{id}/rebase", approver, s.rebase},
+		{"GET /v1/layers", approver, s.layers},
+		{"POST /v1/gc", adminOnly, s.gc},
+		{"GET /v1/audit", approver, s.auditLog},
+	} {
+		s.routes = append(s.routes, rt.pattern)
+		s.mux.Handle(rt.pattern, s.authed(rt.acc, rt.h))
+	}
+	return s, nil
+}
+
+// Routes lists the registered patterns ("METHOD /path").
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
+
+// info is what the logging middleware learns while a request is served.
+type info struct {
+	subject, role string
+}
+
+type infoKey struct{}
+
+// statusWriter records the status code.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.code == 0 {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// ServeHTTP logs one line per request and records metrics. Neither ever sees the
+// Authorization header: only the authenticated subject and role.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	in := &info{}
+	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
+	sw := &statusWriter{ResponseWriter: w}
+	_, pattern := s.mux.Handler(r)
+	if pattern == "" {
+		s.unmatched(sw, r)
+		pattern = "unmatched"
+	} else {
+		s.mux.ServeHTTP(sw, r)
+	}
+	if sw.code == 0 {
+		sw.code = http.StatusOK
+	}
+	d := time.Since(start)
+	s.metrics.observe(pattern, sw.code, d)
+	s.log.LogAttrs(r.Context(), slog.LevelInfo, "http",
+		slog.String("method", r.Method), slog.String("route", pattern), slog.Int("status", sw.code),
+		slog.Duration("duration", d), slog.String("subject", in.subject), slog.String("role", in.role))
+}
+
+// unmatched answers 404 or 405 (with Allow) as JSON instead of the mux's plain text.
+func (s *Server) unmatched(w http.ResponseWriter, r *http.Request) {
+	rec := &headerRecorder{h: http.Header{}}
+	s.mux.ServeHTTP(rec, r)
+	if rec.code == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", rec.h.Get("Allow"))
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed on "+r.URL.Path, "see /openapi.json")
+		return
+	}
+	writeError(w, http.StatusNotFound, "no such endpoint: "+r.URL.Path, "see /openapi.json")
+}
+
+type headerRecorder struct {
+	h    http.Header
+	code int
+}
+
+func (h *headerRecorder) Header() http.Header         { return h.h }
+func (h *headerRecorder) Write(b []byte) (int, error) { return len(b), nil }
+func (h *headerRecorder) WriteHeader(code int)        { h.code = code }
+
+// apiError is the JSON body of every error.
+type apiError struct {
+	Error string `json:"error"`
+	Hint  string `json:"hint,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+func writeError(w http.ResponseWriter, code int, msg, hint string) {
+	writeJSON(w, code, apiError{Error: msg, Hint: hint})
+}
+
+// internal answers 500 and logs the cause; the client gets no internals.
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.LogAttrs(r.Context(), slog.LevelError, "internal error", slog.String("route", r.Pattern), slog.String("error", err.Error()))
+	writeError(w, http.StatusInternalServerError, "internal error", "try again; if it persists, the broker's log has the cause")
+}
+
+// storeError maps a store error to a status.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error(), "")
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, err.Error(), "")
+	default:
+		s.internal(w, r, err)
+	}
+}
+
+// errBadBody is a body that could not be decoded; its status was written already.
+var errBadBody = errors.New("bad body")
+
+// decodeJSON reads one JSON object into v, strictly. optional allows an empty body.
+// On failure it writes the error response (400, 413 or 415) and returns errBadBody.
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body := http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+	if r.Header.Get("Content-Type") == "" && optional {
+		var one [1]byte
+		if n, _ := io.ReadFull(body, one[:]); n == 0 {
+			return nil
+		}
+		writeError(w, http.StatusUnsupportedMediaType, "a body needs Content-Type: application/json", "")
+		return errBadBody
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json", "")
+		return errBadBody
+	}
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if optional && err == io.EOF { // Content-Type given, body empty
+		return nil
+	}
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		if _, e := dec.Token(); e != io.EOF {
+			err = errors.New("trailing data after the JSON object")
+		}
+	}
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.o.MaxBody), "")
+			return errBadBody
+		}
+		writeError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error(), "see /openapi.json for the request schema")
+		return errBadBody
+	}
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ Token) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// jsonRaw is an optional raw JSON value; null counts as absent.
+type jsonRaw []byte
+
+func (j *jsonRaw) UnmarshalJSON(b []byte) error {
+	if string(b) != "null" {
+		*j = append((*j)[:0], b...)
+	}
+	return nil
+}
+
+func contextWithoutCancel(r *http.Request) context.Context { return context.WithoutCancel(r.Context()) }

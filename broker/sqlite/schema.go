@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// migrations are applied in order; migrations[i] is schema version i+1. Never edit a
+// released migration: append a new one.
+var migrations = []string{
+	// 1: the initial schema.
+	`CREATE TABLE sessions (
+		id          TEXT PRIMARY KEY,
+		owner       TEXT NOT NULL,
+		created     BIGINT NOT NULL,
+		interpreter TEXT NOT NULL DEFAULT '',
+		base        TEXT NOT NULL DEFAULT '',
+		base_lock   BLOB
+	);
+	CREATE INDEX sessions_owner ON sessions (owner, created);
+	CREATE TABLE tokens (
+		hash    TEXT PRIMARY KEY,
+		role    TEXT NOT NULL CHECK (role IN ('admin', 'owner', 'agent')),
+		subject TEXT NOT NULL,
+		created BIGINT NOT NULL
+	);
+	CREATE TABLE requests (
+		id         TEXT PRIMARY KEY,
+		session_id TEXT NOT NULL REFERENCES sessions (id),
+		specs      TEXT NOT NULL,
+		upload     TEXT NOT NULL,
+		state      TEXT NOT NULL,
+		decision   TEXT NOT NULL,
+		reasons    TEXT NOT NULL,
+		isolated   INTEGER NOT NULL,
+		packages   TEXT NOT NULL,
+		lock_key   TEXT NOT NULL,
+		digest     TEXT NOT NULL,
+		error      TEXT NOT NULL,
+		approver   TEXT NOT NULL,
+		created    BIGINT NOT NULL,
+		updated    BIGINT NOT NULL
+	);
+	CREATE INDEX requests_state ON requests (state, created);
+	CREATE INDEX requests_session ON requests (session_id, created);
+	CREATE TABLE bindings (
+		seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+		session_id TEXT NOT NULL REFERENCES sessions (id),
+		kind       TEXT NOT NULL CHECK (kind IN ('ext', 'iso')),
+		digest     TEXT NOT NULL,
+		ref        TEXT NOT NULL,
+		request_id TEXT NOT NULL,
+		created    BIGINT NOT NULL
+	);
+	CREATE INDEX bindings_session ON bindings (session_id, seq);
+	CREATE TABLE audit (
+		id         INTEGER PRIMARY KEY AUTOINCREMENT,
+		time       BIGINT NOT NULL,
+		actor      TEXT NOT NULL,
+		action     TEXT NOT NULL,
+		session_id TEXT NOT NULL,
+		request_id TEXT NOT NULL,
+		packages   TEXT NOT NULL,
+		decision   TEXT NOT NULL,
+		detail     TEXT NOT NULL
+	);
+	CREATE INDEX audit_session ON audit (session_id, id);
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+}
+
+// SchemaVersion is the schema version this package writes.
+var SchemaVersion = len(migrations)
+
+// migrate applies the missing migrations in one transaction.
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("starting migration: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version INTEGER PRIMARY KEY,
+		applied BIGINT NOT NULL
+	)`); err != nil {
+		return fmt.Errorf("creating schema_migrations: %w", err)
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return fmt.Errorf("reading schema version: %w", err)
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("database schema version %d is newer than this pylayer knows (%d): upgrade pylayer", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("applying migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {
+			return fmt.Errorf("recording migration %d: %w", v, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing migrations: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors every Store wraps, so callers can tell cases apart with errors.Is.
+var (
+	// ErrNotFound: the session, request or token does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the ID or hash exists already, or the object is not in the state the
+	// operation needs.
+	ErrConflict = errors.New("conflict")
+	// ErrInvalid: an argument the store refuses (an empty ID, a changed immutable field).
+	ErrInvalid = errors.New("invalid argument")
+)
+
+// Request states. Terminal states end a long poll.
+const (
+	StatePending  = "pending"  // waits for an approver
+	StateApproved = "approved" // auto-approved or approved; waits for the builder
+	StateBuilding = "building" // claimed by a builder (NextBuildable)
+	StateBuilt    = "built"    // the layer exists; not yet bound
+	StateBound    = "bound"    // bound to the session: done
+	StateDenied   = "denied"   // an approver said no
+	StateRejected = "rejected" // policy said no (sdist only, denylisted, unresolvable, ...)
+	StateFailed   = "failed"   // the build failed
+)
+
+// States lists every request state, in lifecycle order.
+var States = []string{StatePending, StateApproved, StateBuilding, StateBuilt, StateBound, StateDenied, StateRejected, StateFailed}
+
+// Terminal reports whether a request in state s will not change any more.
+func Terminal(s string) bool {
+	switch s {
+	case StateBound, StateDenied, StateRejected, StateFailed:
+		return true
+	}
+	return false
+}
+
+// Token roles.
+const (
+	RoleAdmin = "admin" // acts on every session
+	RoleOwner = "owner" // acts on the sessions whose Owner is the token's Subject
+	RoleAgent = "agent" // sees only the session whose ID is the token's Subject
+)
+
+// Binding kinds.
+const (
+	KindExt = "ext"
+	KindIso = "iso"
+)
+
+// Session is one sandbox workspace and what it is bound to.
+type Session struct {
+	ID          string    `json:"id"`
+	Owner       string    `json:"owner"`
+	Created     time.Time `json:"created"`
+	Interpreter string    `json:"interpreter,omitempty"` // digest (sha256:...) or ""
+	Base        string    `json:"base,omitempty"`        // digest (sha256:...) or ""
+	BaseLock    []byte    `json:"-"`                     // the base lock JSON the session is bound to
+}
+
+// Binding records one ext or iso layer bound to a session.
+type Binding struct {
+	SessionID string    `json:"session_id"`
+	Kind      string    `json:"kind"` // KindExt or KindIso
+	Digest    string    `json:"digest"`
+	Ref       string    `json:"ref"`
+	RequestID string    `json:"request_id,omitempty"`
+	Created   time.Time `json:"created"`
+}
+
+// Pkg is one wheel of a request or audit event.
+type Pkg struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	Filename string `json:"filename,omitempty"`
+	SHA256   string `json:"sha256,omitempty"`
+	Size     int64  `json:"size,omitempty"`
+}
+
+// Request is an agent's request for packages and everything decided about it.
+type Request struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"session_id"`
+	Specs     []string  `json:"specs"`
+	Upload    string    `json:"upload,omitempty"` // file name of an uploaded wheel, or ""
+	State     string    `json:"state"`
+	Decision  string    `json:"decision,omitempty"`
+	Reasons   []string  `json:"reasons,omitempty"`
+	Isolated  bool      `json:"isolated"` // the approver may choose an isolated (iso) layer
+	Packages  []Pkg     `json:"packages,omitempty"`
+	LockKey   string    `json:"lock_key,omitempty"`
+	Digest    string    `json:"digest,omitempty"`
+	Error     string    `json:"error,omitempty"`
+	Approver  string    `json:"approver,omitempty"`
+	Created   time.Time `json:"created"`
+	Updated   time.Time `json:"updated"`
+}
+
+// Token is a bearer token as stored: only the hash of the secret.
+type Token struct {
+	Hash    string    `json:"-"` // sha256 hex of the secret
+	Role    string    `json:"role"`
+	Subject string    `json:"subject"` // user name, or session id for agents
+	Created time.Time `json:"created"`
+}
+
+// AuditEvent is one line of the append-only audit log.
+type AuditEvent struct {
+	ID        int64     `json:"id"`
+	Time      time.Time `json:"time"`
+	Actor     string    `json:"actor"`
+	Action    string    `json:"action"`
+	SessionID string    `json:"session_id,omitempty"`
+	RequestID string    `json:"request_id,omitempty"`
+	Packages  []Pkg     `json:"packages,omitempty"`
+	Decision  string    `json:"decision,omitempty"`
+	Detail    string    `json:"detail,omitempty"`
+}
+
+// RequestFilter selects requests; empty fields match everything.
+type RequestFilter struct {
+	SessionID string
+	State     string
+	Owner     string // the owner of the request's session
+}
+
+// Store keeps sessions, tokens, requests, bindings and the audit log. Implementations
+// must be safe for concurrent use and wrap ErrNotFound, ErrConflict and ErrInvalid.
+// Lists are ordered oldest first. Times round-trip with nanosecond precision in UTC.
+type Store interface {
+	// CreateSession adds s; ErrConflict if its ID exists.
+	CreateSession(ctx context.Context, s Session) error
+	GetSession(ctx context.Context, id string) (Session, error)
+	// ListSessions returns the sessions of owner, or all of them for "".
+	ListSessions(ctx context.Context, owner string) ([]Session, error)
+	SetSessionBase(ctx context.Context, id, interpreter, base string, baseLock []byte) error
+
+	// PutToken adds t; ErrConflict if its hash exists.
+	PutToken(ctx context.Context, t Token) error
+	GetToken(ctx context.Context, hash string) (Token, error)
+
+	// CreateRequest adds r; ErrConflict if its ID exists, ErrNotFound without its session.
+	CreateRequest(ctx context.Context, r Request) error
+	GetRequest(ctx context.Context, id string) (Request, error)
+	// UpdateRequest runs fn on the stored request inside one transaction and writes the
+	// result unless fn fails (its error is returned as is). fn must not change ID,
+	// SessionID or Created, and must not call the store.
+	UpdateRequest(ctx context.Context, id string, fn func(*Request) error) error
+	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
+	// NextBuildable claims the oldest approved request, moving it to building atomically:
+	// two callers never get the same request. ok is false when none is waiting.
+	NextBuildable(ctx context.Context) (r Request, ok bool, err error)
+
+	AddBinding(ctx context.Context, b Binding) error
+	Bindings(ctx context.Context, sessionID string) ([]Binding, error)
+	// ReplaceBindings swaps every binding of the session for b in one transaction.
+	ReplaceBindings(ctx context.Context, sessionID string, b []Binding) error
+
+	// Audit appends e (its ID is assigned by the store). There is no update or delete.
+	Audit(ctx context.Context, e AuditEvent) error
+	// AuditLog returns the events of a session, or all of them for "".
+	AuditLog(ctx context.Context, sessionID string) ([]AuditEvent, error)
+
+	Close() error
+}
