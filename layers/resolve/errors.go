@@ -73,3 +73,15 @@ func (e *NoWheelError) Unwrap() error { return ErrNoWheel }
 func (e *NoWheelError) Error() string {
 	return fmt.Sprintf("%s: %s", e.Project, e.Reason)
 }
+
+// BasePins lists the base layer's pins among the causes ("foo==1.0"): non-empty when the
+// conflict is with the base, which an isolated layer (replacing the base) could avoid.
+func (e *ConflictError) BasePins() []string {
+	var pins []string
+	for _, c := range e.Causes {
+		if c.base {
+			pins = append(pins, c.spec)
+		}
+	}
+	return pins
+}
