@@ -40,7 +40,8 @@ func newRootCmd() *cobra.Command {
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log progress and decisions to stderr")
 	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else the per-user cache dir)")
 	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g), newPublishCmd(g), newPullCmd(g), newVerifyCmd(g),
-		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g), newRunCmd(g), newEnsureCmd(g), newInterpreterCmd(g))
+		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g), newRunCmd(g), newEnsureCmd(g), newInterpreterCmd(g),
+		newServeCmd(g), newTokenCmd(g))
 	return root
 }
 

@@ -13,6 +13,8 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/sqlite"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
@@ -21,6 +23,9 @@ import (
 
 type runFlags struct {
 	regFlags
+	session   string
+	db        string
+	repo      string
 	python    string
 	layers    []string
 	workspace string
@@ -50,6 +55,9 @@ is used (degraded mode, said on stderr).`,
 	}
 	f.regFlags.register(cmd)
 	fl := cmd.Flags()
+	fl.StringVar(&f.session, "session", "", "run on exactly what this broker session is bound to (needs --db)")
+	fl.StringVar(&f.db, "db", os.Getenv("PYLAYER_DB"), "the broker's database, for --session (default $PYLAYER_DB)")
+	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository of the session's interpreter and base, for --session (default $PYLAYER_REPO)")
 	fl.StringVar(&f.python, "python", "", "interpreter artifact reference (default: the host's /usr/bin/python3, degraded)")
 	fl.StringArrayVar(&f.layers, "layer", nil, "layer reference (repeatable): base, ext or iso")
 	fl.StringVar(&f.workspace, "workspace", "", "host directory mounted read-write at /workspace (default: an empty tmpfs)")
@@ -79,6 +87,14 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 			m.release()
 		}
 	}()
+	if f.session != "" {
+		if f.python != "" || len(f.layers) > 0 {
+			return errors.New("--session mounts what the session is bound to: drop --python and --layer")
+		}
+		if f.python, f.layers, err = sessionRefs(cmd, f); err != nil {
+			return err
+		}
+	}
 	spec := sandbox.Spec{Command: args, Env: map[string]string{}}
 	if f.python != "" {
 		m, err := ensureLayer(cmd, &f.regFlags, c, f.python)
@@ -226,4 +242,59 @@ func layerKind(root string) (string, error) {
 		return "", errors.New("layer " + root + " has no kind annotation")
 	}
 	return k, nil
+}
+
+// sessionRefs reads what a broker session is bound to: its interpreter, its base (unless an
+// isolated layer replaces it) and its ext layers, oldest first, all by digest.
+func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
+	if f.db == "" {
+		return "", nil, errors.New("--session needs the broker's database: --db PATH (or PYLAYER_DB)")
+	}
+	store, err := sqlite.Open(cmd.Context(), f.db)
+	if err != nil {
+		return "", nil, err
+	}
+	defer store.Close()
+	s, err := store.GetSession(cmd.Context(), f.session)
+	if err != nil {
+		return "", nil, fmt.Errorf("session %s: %w", f.session, err)
+	}
+	bs, err := store.Bindings(cmd.Context(), s.ID)
+	if err != nil {
+		return "", nil, err
+	}
+	byDigest := func(d string) (string, error) {
+		if f.repo == "" {
+			return "", fmt.Errorf("session %s is bound to %s: give its repository with --repo (or PYLAYER_REPO)", s.ID, d)
+		}
+		return f.repo + "@" + d, nil
+	}
+	var python string
+	if s.Interpreter != "" {
+		if python, err = byDigest(s.Interpreter); err != nil {
+			return "", nil, err
+		}
+	}
+	var iso string
+	var ext []string
+	for _, b := range bs {
+		switch b.Kind {
+		case broker.KindIso:
+			iso = b.Ref // the newest isolated layer replaces the base
+		default:
+			ext = append(ext, b.Ref)
+		}
+	}
+	var layers []string
+	switch {
+	case iso != "":
+		layers = append(layers, iso)
+	case s.Base != "":
+		ref, err := byDigest(s.Base)
+		if err != nil {
+			return "", nil, err
+		}
+		layers = append(layers, ref)
+	}
+	return python, append(layers, ext...), nil
 }

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/builder"
+	"github.com/pylayer/pylayer/broker/sqlite"
+	"github.com/pylayer/pylayer/catalog"
+	"github.com/pylayer/pylayer/internal/logctx"
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/oci/sign"
+)
+
+type serveFlags struct {
+	regFlags
+	listen, db, catalog, repo, key, indexURL, data, interpreter string
+	jobs                                                        int
+}
+
+func newServeCmd(g *globals) *cobra.Command {
+	f := &serveFlags{}
+	cmd := &cobra.Command{
+		Use:   "serve --listen 127.0.0.1:8787 --db PATH",
+		Short: "Run the request broker: the HTTP service through which agents get packages",
+		Long: `Run the broker: agents ask for packages for their session, policy (the catalog) decides
+what is built at once, what waits for an approver and what is refused, and approved layers
+are built, published, signed and bound to the session. It starts with only --listen and
+--db, so you can look around (GET /openapi.json, /healthz, /metrics); requests are resolved
+and built once --index-url, --repo and --key are set. Mint tokens with pylayer token create.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, f) },
+	}
+	f.regFlags.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8787", "address to listen on")
+	fl.StringVar(&f.db, "db", "", "SQLite database file (created if missing; required)")
+	fl.StringVar(&f.catalog, "catalog", "", "catalog file (YAML or JSON): allowlist, denylist, caps (default: every request waits for an approver)")
+	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository layers are published to (HOST/path or oci:DIR)")
+	fl.StringVar(&f.key, "key", "", "cosign private key that signs built layers (password from COSIGN_PASSWORD)")
+	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "package index requests are resolved against")
+	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix to compile .pyc with")
+	fl.StringVar(&f.data, "data", "", "directory for uploaded wheels (default: beside --db)")
+	fl.IntVar(&f.jobs, "jobs", 2, "builds at a time")
+	return cmd
+}
+
+// unconfigured is the classifier of a broker started without an index, repository or key.
+type unconfigured struct{ missing string }
+
+func (u unconfigured) Classify(context.Context, broker.Session, []string, *broker.Upload) (broker.Request, error) {
+	return broker.Request{State: broker.StateRejected, Decision: string(catalog.Rejected),
+		Reasons: []string{"this broker cannot resolve requests yet: start pylayer serve with " + u.missing}}, nil
+}
+
+func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
+	ctx := cmd.Context()
+	log := logctx.From(ctx)
+	if f.db == "" {
+		return errors.New("--db is required: the SQLite file that holds sessions, requests, bindings and the audit log")
+	}
+	store, err := sqlite.Open(ctx, f.db)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	if f.data == "" {
+		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
+	}
+	opts := broker.Options{Store: store, Logger: log, DataDir: f.data}
+	var worker *builder.Worker
+	var missing []string
+	for flag, v := range map[string]string{"--index-url": f.indexURL, "--repo": f.repo, "--key": f.key} {
+		if v == "" {
+			missing = append(missing, flag)
+		}
+	}
+	if len(missing) > 0 {
+		opts.Classifier = unconfigured{missing: fmt.Sprint(missing)}
+		log.Warn("requests cannot be built until these are set", "missing", missing)
+	} else {
+		cat := catalog.Default()
+		if f.catalog != "" {
+			if cat, err = catalog.Load(f.catalog); err != nil {
+				return err
+			}
+		}
+		idx, err := index.New(f.indexURL)
+		if err != nil {
+			return fmt.Errorf("--index-url: %w", err)
+		}
+		signer, err := sign.LoadSigner(ctx, f.key, nil)
+		if err != nil {
+			return err
+		}
+		_, repo, err := f.open(cmd, f.repo)
+		if err != nil {
+			return err
+		}
+		cache, err := g.cacheDir()
+		if err != nil {
+			return err
+		}
+		interp, err := build.Interpreter(f.interpreter)
+		if err != nil {
+			return err
+		}
+		worker, err = builder.New(builder.Config{Store: store, Catalog: cat, Index: idx, Repo: repo, Signer: signer,
+			Trees: &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: idx, Options: build.Options{Interpreter: interp}}, Logger: log})
+		if err != nil {
+			return err
+		}
+		opts.Classifier, opts.Builder, opts.Rebaser, opts.SessionDefaults = worker, worker, worker, worker.Current
+	}
+	srv, err := broker.NewServer(opts)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	if worker != nil {
+		worker.SetNotify(srv.Notify)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := worker.Run(ctx, f.jobs); err != nil && !errors.Is(err, context.Canceled) {
+				log.Error("builder stopped", "err", err)
+			}
+		}()
+	}
+	url := "http://" + ln.Addr().String()
+	log.Info("broker listening", "url", url, "db", f.db)
+	if err := g.print(cmd.OutOrStdout(), map[string]string{"url": url}, url); err != nil {
+		return err
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		cancel()
+		wg.Wait()
+		return err
+	case <-ctx.Done():
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	err = hs.Shutdown(sctx)
+	cancel()
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func newTokenCmd(g *globals) *cobra.Command {
+	var db, role, subject string
+	cmd := &cobra.Command{
+		Use:   "token create --db PATH --role admin|owner --subject NAME",
+		Short: "Mint a broker token (printed once; only its hash is stored)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "create" {
+				return fmt.Errorf("unknown token command %q: want create", args[0])
+			}
+			if db == "" || subject == "" {
+				return errors.New("--db and --subject are required")
+			}
+			if role != broker.RoleAdmin && role != broker.RoleOwner {
+				return fmt.Errorf("--role %q: want admin or owner (agent tokens come with their session)", role)
+			}
+			store, err := sqlite.Open(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			secret, hash := broker.NewToken()
+			if err := store.PutToken(cmd.Context(), broker.Token{Hash: hash, Role: role, Subject: subject, Created: time.Now().UTC()}); err != nil {
+				return err
+			}
+			return g.print(cmd.OutOrStdout(), map[string]string{"token": secret, "role": role, "subject": subject}, secret)
+		},
+	}
+	cmd.Flags().StringVar(&db, "db", "", "the broker's SQLite database")
+	cmd.Flags().StringVar(&role, "role", broker.RoleOwner, "admin (every session) or owner (their own sessions)")
+	cmd.Flags().StringVar(&subject, "subject", "", "the user the token acts as")
+	return cmd
+}
