@@ -37,6 +37,19 @@ func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string,
 	}
 	creq := catalog.Request{Requested: specs, Uploaded: up != nil}
 	l, rerr := w.lockFor(ctx, base, specs, up, false)
+	if rerr == nil {
+		// Fetch the wheels now, hash checked, into the wheelhouse the build uses: a wheel
+		// whose bytes do not match the index's hash is refused before anyone approves it.
+		for _, p := range l.Packages {
+			if _, err := w.cfg.Trees.Wheel(ctx, p); err != nil {
+				if !errors.Is(err, index.ErrHashMismatch) {
+					return broker.Request{}, fmt.Errorf("fetching %s: %w", p.Filename, err)
+				}
+				rerr = err
+				break
+			}
+		}
+	}
 	switch {
 	case rerr == nil:
 		creq.Packages = catalogPackages(l)
