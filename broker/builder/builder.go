@@ -225,11 +225,10 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
-	key, err := l.Key()
+	tag, _, err := l.Tag()
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
-	tag := string(l.Kind) + "-" + key
 	desc, err := w.publish(ctx, tag, l)
 	return desc, l, err
 }

@@ -55,11 +55,10 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 	if err != nil {
 		return err
 	}
-	key, err := l.Key()
+	tag, key, err := l.Tag()
 	if err != nil {
 		return err
 	}
-	tag := string(l.Kind) + "-" + key
 	layout, err := oci.OpenLayout(dir)
 	if err != nil {
 		return err

@@ -71,11 +71,10 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 	if err != nil {
 		return err
 	}
-	key, err := l.Key()
+	tag, key, err := l.Tag()
 	if err != nil {
 		return err
 	}
-	tag := string(l.Kind) + "-" + key
 	// Load the key before any transfer, so a wrong password fails fast.
 	signer, err := sign.LoadSigner(ctx, f.key, nil)
 	if err != nil {

@@ -317,3 +317,11 @@ func (l *Lock) Find(name string) *Package {
 	}
 	return nil
 }
+
+// Tag is the artifact tag of the lock's layer: <kind>-<key>.
+func (l *Lock) Tag() (tag, key string, err error) {
+	if key, err = l.Key(); err != nil {
+		return "", "", err
+	}
+	return string(l.Kind) + "-" + key, key, nil
+}
