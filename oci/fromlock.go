@@ -7,7 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -25,23 +26,20 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 		return Artifact{}, err
 	}
 	blobs := make([]LayerBlob, len(trees))
-	errs := make([]error, len(trees))
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	var wg sync.WaitGroup
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, t := range trees {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			blobs[i], errs[i] = treeBlob(ctx, filepath.Join(b.Root, "blobs"), t)
-		}()
+		g.Go(func() error {
+			lb, err := treeBlob(gctx, filepath.Join(b.Root, "blobs"), t)
+			if err != nil {
+				return fmt.Errorf("packing %s: %w", t.Package.Filename, err)
+			}
+			blobs[i] = lb
+			return nil
+		})
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			return Artifact{}, fmt.Errorf("packing %s: %w", trees[i].Package.Filename, err)
-		}
+	if err := g.Wait(); err != nil {
+		return Artifact{}, err
 	}
 	ann := map[string]string{
 		AnnotationKind:     string(l.Kind),

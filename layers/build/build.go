@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -70,38 +72,20 @@ func (b *Builder) Trees(ctx context.Context, l *lock.Lock) ([]Tree, error) {
 		jobs = runtime.GOMAXPROCS(0)
 	}
 	out := make([]Tree, len(l.Packages))
-	errs := make([]error, len(l.Packages))
-	sem := make(chan struct{}, jobs)
-	var wg sync.WaitGroup
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(jobs)
 	for i, p := range l.Packages {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
+		g.Go(func() error {
+			t, err := b.Tree(ctx, p, l.Target.Python)
+			if err != nil {
+				return fmt.Errorf("%s: %w", p.Filename, err)
 			}
-			defer func() { <-sem }()
-			out[i], errs[i] = b.Tree(ctx, p, l.Target.Python)
-			if errs[i] != nil {
-				cancel()
-			}
-		}()
+			out[i] = t
+			return nil
+		})
 	}
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return nil, fmt.Errorf("%s: %w", l.Packages[i].Filename, err)
-		}
-	}
-	for i, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", l.Packages[i].Filename, err)
-		}
+	if err := g.Wait(); err != nil {
+		return nil, err // the first failure; the others were canceled
 	}
 	return out, nil
 }
