@@ -105,7 +105,7 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 	desc, err := repo.Resolve(ctx, tag)
 	switch {
 	case err == nil:
-		log.Info("already published, not pushing again", "tag", tag)
+		log.Debug("already published, not pushing again", "tag", tag)
 	case errors.Is(err, registry.ErrNotFound):
 		a, err := make()
 		if err != nil {
@@ -115,7 +115,7 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 			return res, err
 		}
 		res.Pushed = true
-		log.Info("pushed", "tag", tag, "uploaded", res.Stats.Uploaded, "skipped", res.Stats.Skipped, "bytes", res.Stats.BytesUploaded)
+		log.Debug("pushed", "tag", tag, "uploaded", res.Stats.Uploaded, "skipped", res.Stats.Skipped, "bytes", res.Stats.BytesUploaded)
 	default:
 		return res, err
 	}

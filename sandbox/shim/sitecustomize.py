@@ -7,7 +7,6 @@
 # .pth files as site.addsitedir does for site-packages. Then the interpreter's own
 # sitecustomize, if any, runs.
 import importlib.machinery
-import importlib.util
 import os
 import site
 import sys
@@ -26,6 +25,8 @@ def _pylayer_setup():
     others = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is not None and spec.loader is not None:
+        import importlib.util  # only now: it costs a few ms of every interpreter start
+
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
 

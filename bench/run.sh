@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Session benchmark: what a `pylayer run` costs against running the same Python on the host,
+# all measured in this run on this machine (see bench/README.md):
+#   (a) session overhead: `pylayer run --layer REPO@DIGEST -- python3 -c pass` (warm cache,
+#       bwrap sandbox, degraded mode on Debian's python3.11) vs bare `/usr/bin/python3.11 -c pass`;
+#   (b) first import of docx + openpyxl in a fresh session vs a bare host import of the
+#       same files (PYTHONPATH=<layer root>/site-packages), both with PYTHONDONTWRITEBYTECODE=1
+#       and PYTHONNOUSERSITE=1 as in the sandbox, both using the .pyc files compiled at
+#       build time (the layer is built with --interpreter /usr/bin/python3.11);
+#   (c) (b)'s session vs a fresh venv + `pip install --no-index --find-links` of the same
+#       wheels + the import: what a workspace without pylayer does.
+# Prints medians of RUNS runs, differences and ratios, and a summary table.
+#
+#   make build && bash bench/run.sh        # RUNS=10 by default; under ~3 minutes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+RUNS=${RUNS:-10}
+PY=/usr/bin/python3.11
+IMPORT='import docx, openpyxl'
+
+die() { echo "bench/run.sh: $*" >&2; exit 1; }
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS=${RUNS@Q}: want a positive integer"
+command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds test/cmd/mkindex)"
+[[ -x bin/pylayer ]] || die "bin/pylayer is missing: run 'make build' first"
+[[ -x $PY ]] || die "$PY is missing: apt-get install -y python3.11 python3.11-venv"
+command -v bwrap >/dev/null || die "bwrap is missing: apt-get install -y bubblewrap"
+$PY -c 'import ensurepip, venv' 2>/dev/null || die "$PY has no venv/ensurepip: apt-get install -y python3.11-venv"
+
+work=$PWD/.bench/run
+rmtree() { chmod -R u+w "$1" 2>/dev/null || true; rm -rf "$1"; }
+rmtree "$work"; mkdir -p "$work"
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now() { date +%s%N; }
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) exit 1; print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+ms() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1e6 }'; }
+# timed FILE CMD...: run CMD (quiet; any failure aborts the bench), append its ns to FILE.
+timed() {
+  local f=$1 t0 t1; shift
+  t0=$(now)
+  "$@" >/dev/null 2>>"$work/errors.log" || die "failed: $* (see $work/errors.log)"
+  t1=$(now)
+  echo $((t1 - t0)) >>"$f"
+}
+
+# --- setup (not timed): the office set, a signed layer in an OCI layout, a warm cache ------
+export PYLAYER_CACHE=$work/cache COSIGN_PASSWORD=bench PYLAYER_TRUST=$work/bench.pub
+echo "writing the office set (go run ./test/cmd/mkindex) ..." >&2
+go run ./test/cmd/mkindex -out "$work/index" >/dev/null
+bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
+pids+=($!)
+for _ in $(seq 200); do [[ -s $work/index.url ]] && break; sleep 0.05; done
+url=$(head -n1 "$work/index.url"); [[ $url == http://127.0.0.1:* ]] || die "pylayer index serve did not start; see $work/index.log"
+bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" --python 3.11 \
+  --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" >/dev/null
+bin/pylayer keygen --output-key-prefix "$work/bench" >/dev/null
+ref=$(bin/pylayer publish "$work/office.lock.json" --repo "oci:$work/repo" --key "$work/bench.key" \
+  --index-url "$url" --interpreter "$PY" 2>>"$work/errors.log")
+root=$(bin/pylayer pull "$ref" 2>>"$work/errors.log")
+sp=$root/site-packages
+ls "$sp"/docx/__pycache__/*.cpython-311.pyc >/dev/null 2>&1 || die "the layer has no .pyc for $PY: was it built with --interpreter?"
+session() { bin/pylayer run --layer "$ref" -- python3 -c "$1"; }
+bare() { env -i PATH=/usr/bin:/bin HOME="$work" PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 ${2:+PYTHONPATH=$2} "$PY" -c "$1"; }
+# Both must work, from the expected files, before anything is timed.
+session 'import docx, sys; assert docx.__file__.startswith("/opt/pylayer/layers/"), docx.__file__' 2>/dev/null \
+  || die "a session cannot import docx from the layer"
+bare "import docx; assert docx.__file__.startswith('$sp'), docx.__file__" "$sp" || die "the bare import does not use the layer's files"
+venv_import() {
+  local d; d=$(mktemp -d "$work/venv.XXXXXX")
+  "$PY" -m venv "$d" &&
+    "$d/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$work/index" python-docx openpyxl xlsxwriter &&
+    "$d/bin/python" -c "$IMPORT"
+  local rc=$?; rm -rf "$d"; return $rc
+}
+# Warm-up, not timed: page cache, bwrap, the venv's ensurepip wheels.
+session pass 2>/dev/null; bare pass; session "$IMPORT" 2>/dev/null; bare "$IMPORT" "$sp"; venv_import
+
+# --- measurements: the two sides alternate who goes first -----------------------------------
+for i in $(seq "$RUNS"); do
+  echo "run $i/$RUNS ..." >&2
+  if ((i % 2)); then
+    timed "$work/a.session" session pass; timed "$work/a.bare" bare pass
+    timed "$work/b.session" session "$IMPORT"; timed "$work/b.bare" bare "$IMPORT" "$sp"
+  else
+    timed "$work/a.bare" bare pass; timed "$work/a.session" session pass
+    timed "$work/b.bare" bare "$IMPORT" "$sp"; timed "$work/b.session" session "$IMPORT"
+  fi
+  timed "$work/c.venv" venv_import
+done
+
+m() { median <"$work/$1"; }
+a_s=$(m a.session) a_b=$(m a.bare) b_s=$(m b.session) b_b=$(m b.bare) c_v=$(m c.venv)
+ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", x / y }'; }
+verdict() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN { ok = (op == "<" ? v < g : v >= g); print (ok ? "ok" : "MISSED") }'; }
+over=$(awk -v s="$a_s" -v b="$a_b" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }')
+rb=$(ratio "$b_s" "$b_b") rc=$(ratio "$c_v" "$b_s")
+
+cat <<EOF
+pylayer run benchmark: medians of $RUNS runs, $(nproc) CPUs, $(uname -r), $($PY -V 2>&1)
+layer: $ref (office set, .pyc compiled by $PY; warm host cache)
+bare side: env -i PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 [PYTHONPATH=<layer>/site-packages] $PY,
+  i.e. the same files, flags and .pyc as in the sandbox, which never writes .pyc either
+
+| measure                                   | pylayer run | peer      | result          | goal            |
+|-------------------------------------------|-------------|-----------|-----------------|-----------------|
+| (a) python3 -c pass                       | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$over") | < 30 ms  $(verdict "$over" 30 "<") |
+| (b) import docx, openpyxl (fresh session) | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$b_b")") | $(printf '%7sx of bare' "$rb") | <= 1.20x $(verdict "$rb" 1.2000001 "<") |
+| (c) venv + pip install + import           | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$c_v")") | $(printf '%7sx faster ' "$rc") | >= 15x   $(verdict "$rc" 15 ">=") |
+EOF
