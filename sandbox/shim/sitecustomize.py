@@ -25,9 +25,10 @@ def _pylayer_setup():
     others = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
     if spec is not None and spec.loader is not None:
-        import importlib.util  # only now: it costs a few ms of every interpreter start
+        # Imported only now: importlib.util costs a few ms of every interpreter start.
+        from importlib.util import module_from_spec
 
-        mod = importlib.util.module_from_spec(spec)
+        mod = module_from_spec(spec)
         spec.loader.exec_module(mod)
 
 
