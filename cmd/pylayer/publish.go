@@ -46,6 +46,7 @@ can be run again and completes.`,
 	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "index to fetch wheels from when building (default $PYLAYER_INDEX_URL, else the lock's URLs)")
 	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix (or python3) to compile .pyc with")
 	fl.StringArrayVar(&f.tags, "tag", nil, "also point this tag at the artifact, e.g. current (repeatable)")
+	fl.StringVar(&f.mountFrom, "mount-from", "", "another repository on the same registry whose blobs are mounted instead of uploaded")
 	return cmd
 }
 

@@ -17,9 +17,10 @@ import (
 // regFlags are the flags of every command that talks to a registry or the cache; they
 // work the same everywhere.
 type regFlags struct {
-	insecure []string
-	caFile   string
-	trust    string
+	insecure  []string
+	caFile    string
+	trust     string
+	mountFrom string
 }
 
 func (r *regFlags) register(cmd *cobra.Command) {
@@ -30,7 +31,7 @@ func (r *regFlags) register(cmd *cobra.Command) {
 }
 
 func (r *regFlags) options(cmd *cobra.Command) registry.Options {
-	return registry.Options{CAFile: r.caFile, Insecure: r.insecure, UserAgent: "pylayer", Progress: pushProgress(cmd.ErrOrStderr())}
+	return registry.Options{CAFile: r.caFile, Insecure: r.insecure, MountFrom: r.mountFrom, UserAgent: "pylayer", Progress: pushProgress(cmd.ErrOrStderr())}
 }
 
 // open parses s and opens its repository.
