@@ -151,7 +151,7 @@ func (b *Builder) Wheel(ctx context.Context, p lock.Package) (string, error) {
 		return "", err
 	}
 	if err := b.Fetcher.Download(ctx, f, path); err != nil {
-		return "", fmt.Errorf("downloading %s: %w", p.Filename, err)
+		return "", err // index.Download names the file already
 	}
 	return path, nil
 }

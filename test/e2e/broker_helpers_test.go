@@ -1,0 +1,497 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/test/fixture"
+	registrytest "github.com/pylayer/pylayer/test/registry"
+)
+
+// The helpers of the broker suites (broker_*_test.go): a package index with the fixture
+// wheels of the broker issue behind a proxy that can tamper with or stall one file, a
+// deployment (repository, signing key, base layer tagged current, catalog), a `pylayer
+// serve` process that can be killed and restarted on the same database, and a JSON client.
+//
+// The index, in two steps so that the base is locked before newer versions exist:
+//
+//	before the base lock: pin 1.0
+//	after it:             pin 2.0; foo 1.0, 2.0; needpin2 (pin>=2), needpin1 (pin<2);
+//	                      offlist, offlist2 (not allowlisted); evil (denylisted);
+//	                      sdistonly (sdist only); tampered (served with other bytes)
+//
+// The base requirement is a bare "pin", so an isolated layer for needpin2 resolves
+// (pin 2.0), as it would for a package released after the base was curated.
+
+// bkCatalog allowlists what the suites auto-approve and denylists evil.
+const bkCatalog = `{
+  "base": ["pin"],
+  "allow": [{"name": "foo"}, {"name": "needpin1"}, {"name": "needpin2"}, {"name": "sdistonly"},
+            {"name": "tampered"}, {"name": "big"}],
+  "deny": ["evil"]
+}`
+
+// bkProxy fronts pylayer index serve: downloads of tampered files get one byte flipped
+// (same size, so only the hash check can notice), downloads of stalled files wait first.
+type bkProxy struct {
+	URL string // the proxy's simple-API URL, http://127.0.0.1:PORT/simple/
+
+	mu      sync.Mutex
+	tamper  map[string]bool
+	stall   map[string]time.Duration
+	fetched map[string]int
+}
+
+func (p *bkProxy) setStall(file string, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stall[file] = d
+}
+
+func startBkProxy(t testing.TB, upstream string) *bkProxy {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &bkProxy{tamper: map[string]bool{}, stall: map[string]time.Duration{}, fetched: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	rp.ModifyResponse = func(resp *http.Response) error {
+		name := path.Base(resp.Request.URL.Path)
+		p.mu.Lock()
+		tamper, stall := p.tamper[name], p.stall[name]
+		if strings.HasPrefix(resp.Request.URL.Path, "/files/") {
+			p.fetched[name]++
+		}
+		p.mu.Unlock()
+		if stall > 0 {
+			time.Sleep(stall)
+		}
+		if !tamper || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Request.URL.Path, "/files/") {
+			return nil
+		}
+		b, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if len(b) > 0 {
+			b[len(b)-1] ^= 0xff
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		return nil
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL + "/simple/"
+	return p
+}
+
+// bkServeIndex runs pylayer index serve DIR until the test ends and returns its URL.
+func bkServeIndex(t testing.TB, dir string) string {
+	t.Helper()
+	cmd := exec.Command(pylayer(t), "index", "serve", dir, "--listen", "127.0.0.1:0")
+	line, stop, _ := bkStart(t, cmd)
+	t.Cleanup(stop)
+	if !strings.HasPrefix(line, "http://127.0.0.1:") {
+		t.Fatalf("pylayer index serve printed %q", line)
+	}
+	return line
+}
+
+// bkStart starts cmd (which prints one URL line on stdout) and returns that line and a stop
+// function (SIGTERM, then SIGKILL after 10s) and a channel closed when it has exited.
+func bkStart(t testing.TB, cmd *exec.Cmd) (string, func(), <-chan struct{}) {
+	t.Helper()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = &bkLog{}
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %v: %v", cmd.Args, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- strings.TrimSpace(sc.Text())
+		}
+		close(lines)
+		io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l, ok := <-lines:
+		if ok {
+			return l, stop, done
+		}
+	case <-time.After(60 * time.Second):
+	}
+	stop()
+	t.Fatalf("%v printed no URL; stderr:\n%s", cmd.Args, cmd.Stderr)
+	return "", nil, nil
+}
+
+// bkLog is a goroutine-safe buffer for a process's stderr.
+type bkLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *bkLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *bkLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// bkWrite writes wheels (and sdists, named "sdist:NAME") into dir.
+func bkWrite(t testing.TB, dir string, ws ...fixture.Wheel) {
+	t.Helper()
+	for _, w := range ws {
+		var err error
+		if n, ok := strings.CutPrefix(w.Name, "sdist:"); ok {
+			_, err = fixture.Sdist(dir, n, w.Version)
+		} else {
+			_, err = w.Write(dir)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bkDeploy is one broker deployment.
+type bkDeploy struct {
+	h         *host
+	reg       *registrytest.Registry // nil for an oci: layout repository
+	repo      string
+	regArgs   []string // --ca-file for the real registry
+	priv, pub string
+	idxDir    string
+	proxy     *bkProxy
+	catalog   string
+	db        string
+	baseLock  string
+	baseRef   string // digest of the first base
+	serve     *bkServe
+	admin     string
+	owner     string // token of alice
+	owner2    string // token of bob
+}
+
+// newBkDeploy publishes the base (pin 1.0) tagged current, writes the rest of the index and
+// the catalog, mints tokens and starts pylayer serve. real: a registry with TLS and auth.
+func newBkDeploy(ctx context.Context, t *testing.T, real bool) *bkDeploy {
+	t.Helper()
+	d := &bkDeploy{idxDir: t.TempDir()}
+	if real {
+		d.reg = registrytest.Start(t, registrytest.Options{})
+		d.h = newHost(t, "DOCKER_CONFIG="+d.reg.DockerConfig)
+		d.repo = d.reg.Ref("team/pylayer")
+		d.regArgs = []string{"--ca-file", d.reg.CAFile}
+	} else {
+		d.h = newHost(t)
+		d.repo = "oci:" + filepath.Join(d.h.home, "layout")
+	}
+	d.priv, d.pub = d.h.keygen(ctx, t, "cosign")
+	bkWrite(t, d.idxDir, fixture.Wheel{Name: "pin", Version: "1.0"})
+	d.proxy = startBkProxy(t, bkServeIndex(t, d.idxDir))
+	d.baseLock = filepath.Join(d.h.home, "base1.lock.json")
+	d.h.must(ctx, t, lockArgs(d.proxy.URL, d.baseLock, []string{"pin"})...)
+	d.baseRef = d.publishBase(ctx, t, d.baseLock)
+	bkWrite(t, d.idxDir,
+		fixture.Wheel{Name: "pin", Version: "2.0"},
+		fixture.Wheel{Name: "foo", Version: "1.0"}, fixture.Wheel{Name: "foo", Version: "2.0"},
+		fixture.Wheel{Name: "needpin2", Version: "1.0", RequiresDist: []string{"pin>=2"}},
+		fixture.Wheel{Name: "needpin1", Version: "1.0", RequiresDist: []string{"pin<2"}},
+		fixture.Wheel{Name: "offlist", Version: "1.0"}, fixture.Wheel{Name: "offlist2", Version: "1.0"},
+		fixture.Wheel{Name: "evil", Version: "1.0"}, fixture.Wheel{Name: "tampered", Version: "1.0"},
+		fixture.Wheel{Name: "sdist:sdistonly", Version: "1.0"})
+	d.proxy.mu.Lock()
+	d.proxy.tamper[fixture.Wheel{Name: "tampered", Version: "1.0"}.Filename()] = true
+	d.proxy.mu.Unlock()
+	d.catalog = filepath.Join(d.h.home, "catalog.json")
+	if err := os.WriteFile(d.catalog, []byte(bkCatalog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.db = filepath.Join(d.h.home, "broker", "broker.db")
+	if err := os.MkdirAll(filepath.Dir(d.db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	d.admin = d.token(ctx, t, "admin", "root")
+	d.owner = d.token(ctx, t, "owner", "alice")
+	d.owner2 = d.token(ctx, t, "owner", "bob")
+	d.serve = d.start(t)
+	return d
+}
+
+// publishBase publishes a base lock tagged current and returns its digest.
+func (d *bkDeploy) publishBase(ctx context.Context, t testing.TB, lockPath string) string {
+	t.Helper()
+	args := append([]string{"publish", lockPath, "--repo", d.repo, "--key", d.priv, "--index-url", d.proxy.URL, "--tag", "current", "--json"}, d.regArgs...)
+	var p published
+	if err := json.Unmarshal([]byte(d.h.must(ctx, t, args...)), &p); err != nil {
+		t.Fatalf("pylayer publish --json: %v", err)
+	}
+	return p.Digest
+}
+
+func (d *bkDeploy) token(ctx context.Context, t testing.TB, role, subject string) string {
+	t.Helper()
+	tok := d.h.must(ctx, t, "token", "create", "--db", d.db, "--role", role, "--subject", subject)
+	if len(tok) < 20 || strings.ContainsAny(tok, " \n") {
+		t.Fatalf("pylayer token create printed %q", tok)
+	}
+	return tok
+}
+
+// bkServe is a running pylayer serve.
+type bkServe struct {
+	URL    string
+	stderr *bkLog
+	cmd    *exec.Cmd
+	stop   func()
+	done   <-chan struct{}
+}
+
+func (d *bkDeploy) start(t testing.TB) *bkServe {
+	t.Helper()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--db", d.db, "--catalog", d.catalog,
+		"--repo", d.repo, "--key", d.priv, "--index-url", d.proxy.URL}, d.regArgs...)
+	cmd := d.h.command(context.Background(), t, args...)
+	s := &bkServe{stderr: &bkLog{}, cmd: cmd}
+	cmd.Stderr = s.stderr
+	s.URL, s.stop, s.done = bkStart(t, cmd)
+	t.Cleanup(s.stop)
+	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") {
+		t.Fatalf("pylayer serve printed %q, want its URL; stderr:\n%s", s.URL, s.stderr)
+	}
+	return s
+}
+
+// kill9 kills serve with SIGKILL and waits until it is gone.
+func (s *bkServe) kill9() {
+	s.cmd.Process.Kill()
+	<-s.done
+}
+
+// call sends a request to the broker; body is nil, []byte (sent as JSON) or a value to
+// encode. It returns the status and the body.
+func (s *bkServe) call(t testing.TB, method, p, token string, body any) (int, []byte) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	ctype := ""
+	if rd != nil {
+		ctype = "application/json"
+	}
+	return s.raw(t, method, p, token, ctype, rd)
+}
+
+func (s *bkServe) raw(t testing.TB, method, p, token, ctype string, body io.Reader) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+p, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, p, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading the answer: %v", method, p, err)
+	}
+	return resp.StatusCode, b
+}
+
+// must calls and decodes the answer into out, failing unless the status is want.
+func (s *bkServe) must(t testing.TB, want int, method, p, token string, body, out any) {
+	t.Helper()
+	code, b := s.call(t, method, p, token, body)
+	if code != want {
+		t.Fatalf("%s %s: %d, want %d\n%s", method, p, code, want, b)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s %s answered %q: %v", method, p, b, err)
+		}
+	}
+}
+
+// bkSession is a session with its agent token.
+type bkSession struct {
+	ID, Agent string
+}
+
+func (s *bkServe) newSession(t testing.TB, owner string) bkSession {
+	t.Helper()
+	var cs struct {
+		Session    struct{ ID string }
+		AgentToken string `json:"agent_token"`
+	}
+	s.must(t, http.StatusCreated, "POST", "/v1/sessions", owner, nil, &cs)
+	if cs.Session.ID == "" || cs.AgentToken == "" {
+		t.Fatalf("POST /v1/sessions: no session id or agent token: %+v", cs)
+	}
+	return bkSession{ID: cs.Session.ID, Agent: cs.AgentToken}
+}
+
+// bkRequest is the part of a broker request the suites read.
+type bkRequest struct {
+	ID       string   `json:"id"`
+	State    string   `json:"state"`
+	Decision string   `json:"decision"`
+	Reasons  []string `json:"reasons"`
+	Isolated bool     `json:"isolated"`
+	Digest   string   `json:"digest"`
+	LockKey  string   `json:"lock_key"`
+	Error    string   `json:"error"`
+	Approver string   `json:"approver"`
+	Specs    []string `json:"specs"`
+	Packages []struct {
+		Name, Version string
+	} `json:"packages"`
+}
+
+func (r bkRequest) reasons() string { return strings.Join(r.Reasons, " | ") + " " + r.Error }
+
+func (s *bkServe) ask(t testing.TB, se bkSession, specs ...string) bkRequest {
+	t.Helper()
+	var r bkRequest
+	s.must(t, http.StatusCreated, "POST", "/v1/sessions/"+se.ID+"/requests", se.Agent, map[string]any{"packages": specs}, &r)
+	return r
+}
+
+// wait long-polls a request until it is terminal (bounded: 3 minutes).
+func (s *bkServe) wait(t testing.TB, token, id string) bkRequest {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		var r bkRequest
+		s.must(t, http.StatusOK, "GET", "/v1/requests/"+id+"?wait=20s", token, nil, &r)
+		switch r.State {
+		case "bound", "denied", "rejected", "failed":
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("request %s still %s after 3 minutes", id, r.State)
+		}
+	}
+}
+
+// bkEnvOf is the part of GET /v1/sessions/{id}/env the suites read.
+type bkEnvOf struct {
+	Session struct {
+		Base string `json:"base"`
+	} `json:"session"`
+	Base     []struct{ Name, Version string } `json:"base_packages"`
+	Bindings []struct {
+		Kind, Digest, Ref string
+		RequestID         string `json:"request_id"`
+	} `json:"bindings"`
+	Requests []bkRequest `json:"open_requests"`
+}
+
+func (s *bkServe) env(t testing.TB, token, id string) bkEnvOf {
+	t.Helper()
+	var e bkEnvOf
+	s.must(t, http.StatusOK, "GET", "/v1/sessions/"+id+"/env", token, nil, &e)
+	return e
+}
+
+// requests lists the requests of a session as an admin sees them.
+func (d *bkDeploy) requests(t testing.TB, session string) []bkRequest {
+	t.Helper()
+	var l struct{ Requests []bkRequest }
+	d.serve.must(t, http.StatusOK, "GET", "/v1/requests?session="+session, d.admin, nil, &l)
+	return l.Requests
+}
+
+// runSession runs python code in the session's sandbox with pylayer run --session.
+func (d *bkDeploy) runSession(ctx context.Context, t testing.TB, id, code string) string {
+	t.Helper()
+	args := append([]string{"run", "--session", id, "--db", d.db, "--repo", d.repo, "--trust", d.pub, "--timeout", "2m"}, d.regArgs...)
+	return d.h.must(ctx, t, append(args, "--", "python3", "-c", code)...)
+}
+
+// verify checks a digest of the repository with pylayer verify.
+func (d *bkDeploy) verify(ctx context.Context, t testing.TB, digest string) {
+	t.Helper()
+	d.h.must(ctx, t, append([]string{"verify", d.repo + "@" + digest, "--trust", d.pub}, d.regArgs...)...)
+}
+
+// randomBytes returns n random bytes (incompressible wheel content).
+func randomBytes(t testing.TB, n int) []byte {
+	t.Helper()
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// multipartWheel builds a multipart body with one file part in field "wheel".
+func multipartWheel(filename string, data []byte) (ctype string, body []byte) {
+	const boundary = "pylayer-e2e-boundary"
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "--%s\r\nContent-Disposition: form-data; name=\"wheel\"; filename=\"%s\"\r\nContent-Type: application/octet-stream\r\n\r\n", boundary, filename)
+	b.Write(data)
+	fmt.Fprintf(&b, "\r\n--%s--\r\n", boundary)
+	return "multipart/form-data; boundary=" + boundary, b.Bytes()
+}
