@@ -43,7 +43,8 @@ type Worker struct {
 	wake chan struct{}
 
 	mu       sync.Mutex
-	inflight map[string]*flight // by layer tag: identical builds share one
+	inflight map[string]*flight     // by layer tag: identical builds share one
+	classes  map[string]*classified // recent classifications, by base and specs
 
 	builds, binds atomic.Int64
 }

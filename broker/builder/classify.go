@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/pylayer/pylayer/broker"
@@ -21,9 +22,57 @@ import (
 	"github.com/pylayer/pylayer/oci/sign"
 )
 
+// classifyTTL is how long a classification of the same specs on the same base is reused:
+// long enough that a crowd of agents asking for the same thing resolves it once, short
+// enough that a yank or a catalog change shows soon.
+const classifyTTL = 30 * time.Second
+
+type classified struct {
+	done chan struct{}
+	at   time.Time
+	req  broker.Request
+	err  error
+}
+
 // Classify resolves specs (or an uploaded wheel and what it requires) against the
-// session's base and classifies the result with the catalog.
+// session's base and classifies the result with the catalog. Identical requests on the
+// same base, at the same time or within classifyTTL, share one resolution.
 func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
+	if up != nil {
+		return w.classify(ctx, s, specs, up)
+	}
+	key := string(s.BaseLock) + "\x00" + strings.Join(specs, "\x00")
+	w.mu.Lock()
+	if w.classes == nil {
+		w.classes = map[string]*classified{}
+	}
+	c, ok := w.classes[key]
+	if ok && c.at.IsZero() || ok && time.Since(c.at) < classifyTTL && c.err == nil {
+		w.mu.Unlock()
+		select {
+		case <-c.done:
+			return c.req, c.err
+		case <-ctx.Done():
+			return broker.Request{}, ctx.Err()
+		}
+	}
+	c = &classified{done: make(chan struct{})}
+	w.classes[key] = c
+	for k, old := range w.classes { // drop stale entries so the map stays small
+		if !old.at.IsZero() && time.Since(old.at) >= classifyTTL {
+			delete(w.classes, k)
+		}
+	}
+	w.mu.Unlock()
+	c.req, c.err = w.classify(ctx, s, specs, nil)
+	w.mu.Lock()
+	c.at = time.Now()
+	w.mu.Unlock()
+	close(c.done)
+	return c.req, c.err
+}
+
+func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
 	base, err := sessionBase(s)
 	if err != nil {
 		return broker.Request{}, err
