@@ -82,6 +82,9 @@ func (s *Server) authenticate(r *http.Request) (Token, error) {
 	h := r.Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
 	if h == "" {
+		if c, err := r.Cookie(UICookie); err == nil && c.Value != "" {
+			return s.cookieToken(r, c) // the web page's session (ui.go)
+		}
 		return Token{}, fmt.Errorf("%w: no bearer token", errUnauthenticated)
 	}
 	if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > maxSecret || !strings.HasPrefix(secret, TokenPrefix) {
@@ -106,6 +109,10 @@ func (s *Server) authed(acc access, h func(http.ResponseWriter, *http.Request, T
 		}
 		t, err := s.authenticate(r)
 		if err != nil {
+			if errors.Is(err, errCSRF) {
+				writeError(w, http.StatusForbidden, err.Error(), "the web page sends "+CSRFHeader+" with every change; reload it")
+				return
+			}
 			if !errors.Is(err, errUnauthenticated) {
 				s.internal(w, r, err)
 				return

@@ -2,7 +2,9 @@
 // packages, approvers approve or deny, and every decision lands in an append-only audit log.
 // It defines the Store interface (implemented by broker/sqlite, checked by broker/storetest)
 // and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
-// Prometheus metrics and a hand-written OpenAPI document.
+// Prometheus metrics and a hand-written OpenAPI document; and the approver web page
+// (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
+// CSRF-checked changes through the same JSON API, polling of a change counter.
 //
 // Resolution and policy are not here: a Classifier (the catalog) classifies requests and a
 // Builder (the worker) builds approved ones. It must never import cmd/, sandbox/ or a

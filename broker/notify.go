@@ -58,4 +58,7 @@ func (n *notifier) watched() int {
 
 // Notify wakes the long polls of a request. The builder calls it after every change it
 // makes to a request; the server calls it for its own changes.
-func (s *Server) Notify(requestID string) { s.waiters.notify(requestID) }
+func (s *Server) Notify(requestID string) {
+	s.waiters.notify(requestID)
+	s.ui.changed()
+}

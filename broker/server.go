@@ -45,6 +45,7 @@ type Server struct {
 	routes  []string
 	metrics *metrics
 	waiters *notifier
+	ui      *uiState // the web page's sign-ins and change counter (ui.go)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -77,12 +78,8 @@ func NewServer(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier()}
-	for _, rt := range []struct {
-		pattern string
-		acc     access
-		h       func(http.ResponseWriter, *http.Request, Token)
-	}{
+	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(), ui: newUIState()}
+	for _, rt := range []route{
 		{"GET /healthz", public, s.healthz},
 		{"GET /metrics", public, s.serveMetrics},
 		{"GET /openapi.json", public, s.openapi},
@@ -102,10 +99,20 @@ func NewServer(o Options) (*Server, error) {
 		s.routes = append(s.routes, rt.pattern)
 		s.mux.Handle(rt.pattern, s.authed(rt.acc, rt.h))
 	}
+	for _, rt := range s.uiRoutes() { // the web page: not API, not in Routes or openapi.json
+		s.mux.Handle(rt.pattern, s.authed(rt.acc, rt.h))
+	}
 	return s, nil
 }
 
-// Routes lists the registered patterns ("METHOD /path").
+// route is one registered pattern with its access level.
+type route struct {
+	pattern string
+	acc     access
+	h       func(http.ResponseWriter, *http.Request, Token)
+}
+
+// Routes lists the API's registered patterns ("METHOD /path"); the web page's (ui.go) are not API.
 func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 
 // info is what the logging middleware learns while a request is served.
@@ -153,6 +160,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if sw.code == 0 {
 		sw.code = http.StatusOK
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead && sw.code < 300 {
+		s.ui.changed() // the web page refetches
 	}
 	d := time.Since(start)
 	s.metrics.observe(pattern, sw.code, d)
