@@ -166,7 +166,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d := time.Since(start)
 	s.metrics.observe(pattern, sw.code, d)
-	s.log.LogAttrs(r.Context(), slog.LevelInfo, "http",
+	level := slog.LevelInfo
+	if pattern == "GET /ui/version" || pattern == "GET /healthz" || pattern == "GET /metrics" {
+		level = slog.LevelDebug // polled every few seconds; at info they would drown the log
+	}
+	s.log.LogAttrs(r.Context(), level, "http",
 		slog.String("method", r.Method), slog.String("route", pattern), slog.Int("status", sw.code),
 		slog.Duration("duration", d), slog.String("subject", in.subject), slog.String("role", in.role))
 }

@@ -80,6 +80,12 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
 	}
 	opts := broker.Options{Store: store, Logger: log, DataDir: f.data}
+	hc, err := g.openCache()
+	if err != nil {
+		return err
+	}
+	hl := &hostLayers{store: store, cache: hc}
+	opts.Layers, opts.GC = hl, hl
 	var worker *builder.Worker
 	var missing []string
 	for flag, v := range map[string]string{"--index-url": f.indexURL, "--repo": f.repo, "--key": f.key} {
@@ -109,6 +115,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		if err != nil {
 			return err
 		}
+		hl.repo = repo
 		cache, err := g.cacheDir()
 		if err != nil {
 			return err
