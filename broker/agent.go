@@ -41,6 +41,10 @@ type Env struct {
 	Base     []EnvPackage `json:"base_packages"`
 	Bindings []Binding    `json:"bindings"`
 	Requests []Request    `json:"open_requests"`
+	// Degraded says that the session has no interpreter artifact: its sandbox runs the
+	// host's /usr/bin/python3, whatever version that is, and a note says so.
+	Degraded bool   `json:"degraded"`
+	Note     string `json:"note,omitempty"`
 }
 
 func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
@@ -49,6 +53,10 @@ func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
 		return
 	}
 	env := Env{Session: se, Base: []EnvPackage{}, Bindings: []Binding{}, Requests: []Request{}}
+	if se.Interpreter == "" {
+		env.Degraded = true
+		env.Note = "degraded mode: no interpreter artifact is bound; sessions use the host's /usr/bin/python3"
+	}
 	if len(se.BaseLock) > 0 {
 		l, err := lock.Parse(se.BaseLock)
 		if err != nil {
