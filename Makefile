@@ -10,7 +10,7 @@ export PYLAYER_TOOLS := $(TOOLS)
 
 # Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download.
 DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
-            docker-registry bubblewrap
+            docker-registry bubblewrap chromium chromium-driver
 
 .PHONY: all build deps tools test unit lint fuzz demo bench clean
 
