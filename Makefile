@@ -61,6 +61,8 @@ demo: deps build
 bench: deps build
 	bash bench/layers.sh
 	bash bench/pull.sh
+	bash bench/run.sh
+	bash bench/broker.sh
 
 clean:
 	rm -rf $(BIN)
