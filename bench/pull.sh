@@ -174,6 +174,7 @@ for ((i = 1; i <= RUNS; i++)); do
   sync
   order=(pylayer crane); ((i % 2)) || order=(crane pylayer) # alternate who goes first
   for who in "${order[@]}"; do
+    sync # start each tool with no dirty pages of the other's: pylayer's syncfs would pay for them
     if [[ $who == pylayer ]]; then
       t0=$(now); pull_pylayer "$ref_a" "$work/cache$i" >/dev/null; t1=$(now)
       pl+=($(((t1 - t0) / 1000)))
