@@ -9,6 +9,7 @@
 #   make build && bash bench/broker.sh        # N=200 POLLS=3 DISTINCT=10 JOBS=2 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 N=${N:-200}
 POLLS=${POLLS:-3}
@@ -16,7 +17,6 @@ DISTINCT=${DISTINCT:-10}
 JOBS=${JOBS:-2}
 PYLAYER=${PYLAYER:-bin/pylayer}   # the binary under test
 
-die() { echo "bench/broker.sh: $*" >&2; exit 1; }
 for v in N POLLS DISTINCT JOBS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v@Q}: want a non-negative integer"
 done
@@ -25,18 +25,7 @@ command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds b
 [[ -x $PYLAYER ]] || die "$PYLAYER is missing: run 'make build' first"
 
 work=.bench/broker
-if [[ -d $work ]]; then chmod -R u+w "$work" 2>/dev/null || true; fi
-rm -rf "$work"; mkdir -p "$work"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-# waitfile FILE WHAT: wait up to 10 s for a background server to write its first line.
-waitfile() { for _ in $(seq 200); do [[ -s $1 ]] && return; sleep 0.05; done; die "$2 did not start; see ${1%.*}.log"; }
+rmtree "$work"; mkdir -p "$work"
 
 echo "building bench/brokerload ..." >&2
 go build -o "$work/brokerload" ./bench/brokerload

@@ -7,20 +7,18 @@
 # Prints medians of RUNS runs and the ratios.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 RUNS=${RUNS:-5}
 PY=/usr/bin/python3.11
 work=.bench; rm -rf "$work"; mkdir -p "$work"
 go run ./test/cmd/mkindex -out "$work/index" >/dev/null
-bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/url" 2>/dev/null &
-srv=$!; trap 'kill $srv 2>/dev/null || true' EXIT
-for _ in $(seq 100); do [ -s "$work/url" ] && break; sleep 0.05; done
-url=$(cat "$work/url")
+bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
+pids+=($!)
+waitfile "$work/index.url" "pylayer index serve"
+url=$(head -n1 "$work/index.url")
 bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" --python 3.11 \
   --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" --cache "$work/c0" >/dev/null
 pins=$(python3 -c 'import json,sys; print(" ".join(p["name"]+"=="+p["version"] for p in json.load(open(sys.argv[1]))["packages"]))' "$work/office.lock.json")
-
-now() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 pl=(); pip=(); noop=()
 for i in $(seq "$RUNS"); do

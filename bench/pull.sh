@@ -12,6 +12,7 @@
 #   make build && bash bench/pull.sh        # RUNS=3 N=30 CHANGED=2 by default
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 RUNS=${RUNS:-3}
 N=${N:-30}               # wheels in the first layer
@@ -19,7 +20,6 @@ CHANGED=${CHANGED:-2}    # wheels the second layer has at another version
 TAR_JOBS=${TAR_JOBS:-$(nproc)}
 MIN_MB=100               # the layer set must be at least this large, or the bench says so and fails
 
-die() { echo "bench/pull.sh: $*" >&2; exit 1; }
 for v in RUNS N CHANGED TAR_JOBS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ || ( $v == CHANGED && ${!v} == 0 ) ]] || die "$v=${!v@Q}: want a positive integer"
 done
@@ -31,23 +31,7 @@ command -v python3 >/dev/null || die "python3 is missing: apt-get install -y pyt
 crane=$(bash scripts/tools.sh crane) || die "could not build crane (scripts/tools.sh crane)"
 
 work=$PWD/.bench/pull
-if [[ -d $work ]]; then chmod -R u+w "$work" 2>/dev/null || true; fi
-rm -rf "$work"; mkdir -p "$work"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-now() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) exit 1; print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-# rmtree DIR: the host cache is read-only by design; make it writable, then remove it.
-rmtree() { chmod -R u+w "$1" 2>/dev/null || true; rm -rf "$1"; }
-# waitfile FILE WHAT: wait up to 10 s for a background server to write its first line.
-waitfile() { for _ in $(seq 200); do [[ -s $1 ]] && return; sleep 0.05; done; die "$2 did not start; see ${1%.*}.log"; }
+rmtree "$work"; mkdir -p "$work"
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 
 # --- wheels, index, registry ----------------------------------------------------------------

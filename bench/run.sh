@@ -14,12 +14,12 @@
 #   make build && bash bench/run.sh        # RUNS=10 by default; under ~3 minutes
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/lib.sh
 
 RUNS=${RUNS:-10}
 PY=/usr/bin/python3.11
 IMPORT='import docx, openpyxl'
 
-die() { echo "bench/run.sh: $*" >&2; exit 1; }
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS=${RUNS@Q}: want a positive integer"
 command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds test/cmd/mkindex)"
 [[ -x bin/pylayer ]] || die "bin/pylayer is missing: run 'make build' first"
@@ -28,19 +28,7 @@ command -v bwrap >/dev/null || die "bwrap is missing: apt-get install -y bubblew
 $PY -c 'import ensurepip, venv' 2>/dev/null || die "$PY has no venv/ensurepip: apt-get install -y python3.11-venv"
 
 work=$PWD/.bench/run
-rmtree() { chmod -R u+w "$1" 2>/dev/null || true; rm -rf "$1"; }
 rmtree "$work"; mkdir -p "$work"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-now() { date +%s%N; }
-median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) exit 1; print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 ms() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1e6 }'; }
 # timed FILE CMD...: run CMD (quiet; any failure aborts the bench), append its ns to FILE.
 timed() {
@@ -57,7 +45,7 @@ echo "writing the office set (go run ./test/cmd/mkindex) ..." >&2
 go run ./test/cmd/mkindex -out "$work/index" >/dev/null
 bin/pylayer index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
 pids+=($!)
-for _ in $(seq 200); do [[ -s $work/index.url ]] && break; sleep 0.05; done
+waitfile "$work/index.url" "pylayer index serve"
 url=$(head -n1 "$work/index.url"); [[ $url == http://127.0.0.1:* ]] || die "pylayer index serve did not start; see $work/index.log"
 bin/pylayer lock python-docx openpyxl xlsxwriter --index-url "$url" --python 3.11 \
   --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" >/dev/null

@@ -1,26 +1,20 @@
 package pep440
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/pylayer/pylayer/internal/pyoracle"
 )
 
 // The oracle is pip's vendored packaging 21.3. Tests fail, never skip, when
 // it is missing: agreeing with pip is the point of this package.
 const oracleScript = `
-import json, sys, warnings
-warnings.simplefilter("ignore")
-from pip._vendor import packaging
-assert packaging.__version__ == "21.3", packaging.__version__
 from pip._vendor.packaging.version import Version, InvalidVersion
 from pip._vendor.packaging.specifiers import SpecifierSet, Specifier, InvalidSpecifier
-inp = json.load(sys.stdin)
 out = {"versions": [], "specs": []}
 valid = []
 for s in inp["versions"]:
@@ -54,35 +48,7 @@ for s in inp["specs"]:
         only_pre = [v for v in pool if v.is_prerelease]
         r["filterpre_" + name] = [str(v) for v in ss.filter(only_pre, prereleases=pre)]
     out["specs"].append(r)
-json.dump(out, sys.stdout)
 `
-
-// pythonOracle runs script with input as JSON on stdin and decodes stdout.
-func pythonOracle(t *testing.T, script string, input, output any) {
-	t.Helper()
-	py := os.Getenv("PYLAYER_PYTHON")
-	if py == "" {
-		var err error
-		if py, err = exec.LookPath("python3"); err != nil {
-			t.Fatalf("python3 (the pip oracle) not found: %v; install it or set PYLAYER_PYTHON", err)
-		}
-	}
-	in, err := json.Marshal(input)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-c", script)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running oracle %s: %v\n%s", py, err, stderr.String())
-	}
-	if err := json.Unmarshal(out, output); err != nil {
-		t.Fatalf("decoding oracle output: %v", err)
-	}
-}
 
 func genVersions(r *rand.Rand, n int) []string {
 	pick := func(xs ...string) string { return xs[r.Intn(len(xs))] }
@@ -174,7 +140,7 @@ func TestOracle(t *testing.T) {
 		Ranks    []int
 		Specs    []*oracleSpec
 	}
-	pythonOracle(t, oracleScript, map[string]any{"versions": versions, "specs": specs, "pool": pool}, &got)
+	pyoracle.Run(t, oracleScript, map[string]any{"versions": versions, "specs": specs, "pool": pool}, &got)
 
 	parsed := map[int]Version{}
 	for i, s := range versions {

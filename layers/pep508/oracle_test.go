@@ -1,26 +1,19 @@
 package pep508
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/pylayer/pylayer/internal/pyoracle"
 )
 
 const oracleScript = `
-import json, sys, warnings
-warnings.simplefilter("ignore")
-from pip._vendor import packaging
-assert packaging.__version__ == "21.3", packaging.__version__
 from pip._vendor.packaging.markers import Marker, InvalidMarker
 from pip._vendor.packaging.requirements import Requirement, InvalidRequirement
 from pip._vendor.packaging.specifiers import Specifier
 from pip._vendor.packaging.utils import canonicalize_name
-inp = json.load(sys.stdin)
 out = {"markers": [], "reqs": []}
 for s in inp["markers"]:
     try:
@@ -48,34 +41,7 @@ for s in inp["reqs"]:
         continue
     out["reqs"].append({"name": r.name, "extras": sorted(set(canonicalize_name(e) for e in r.extras)),
         "url": r.url or "", "spec": str(r.specifier), "marker": str(r.marker) if r.marker else None})
-json.dump(out, sys.stdout)
 `
-
-func pythonOracle(t *testing.T, script string, input, output any) {
-	t.Helper()
-	py := os.Getenv("PYLAYER_PYTHON")
-	if py == "" {
-		var err error
-		if py, err = exec.LookPath("python3"); err != nil {
-			t.Fatalf("python3 (the pip oracle) not found: %v; install it or set PYLAYER_PYTHON", err)
-		}
-	}
-	in, err := json.Marshal(input)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-c", script)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("running oracle %s: %v\n%s", py, err, stderr.String())
-	}
-	if err := json.Unmarshal(out, output); err != nil {
-		t.Fatalf("decoding oracle output: %v", err)
-	}
-}
 
 var oracleEnvs = []Environment{
 	{"python_version": "3.11", "python_full_version": "3.11.7", "os_name": "posix", "sys_platform": "linux",
@@ -203,7 +169,7 @@ func TestOracle(t *testing.T) {
 		Markers []*oracleMarker
 		Reqs    []*oracleReq
 	}
-	pythonOracle(t, oracleScript, map[string]any{"markers": markers, "reqs": reqs, "envs": oracleEnvs, "extras": oracleExtras}, &got)
+	pyoracle.Run(t, oracleScript, map[string]any{"markers": markers, "reqs": reqs, "envs": oracleEnvs, "extras": oracleExtras}, &got)
 	evals := 0
 	for i, s := range markers {
 		want := got.Markers[i]

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -13,12 +12,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -105,83 +102,6 @@ func startBkProxy(t testing.TB, upstream string) *bkProxy {
 	return p
 }
 
-// bkServeIndex runs pylayer index serve DIR until the test ends and returns its URL.
-func bkServeIndex(t testing.TB, dir string) string {
-	t.Helper()
-	cmd := exec.Command(pylayer(t), "index", "serve", dir, "--listen", "127.0.0.1:0")
-	line, stop, _ := bkStart(t, cmd)
-	t.Cleanup(stop)
-	if !strings.HasPrefix(line, "http://127.0.0.1:") {
-		t.Fatalf("pylayer index serve printed %q", line)
-	}
-	return line
-}
-
-// bkStart starts cmd (which prints one URL line on stdout) and returns that line and a stop
-// function (SIGTERM, then SIGKILL after 10s) and a channel closed when it has exited.
-func bkStart(t testing.TB, cmd *exec.Cmd) (string, func(), <-chan struct{}) {
-	t.Helper()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cmd.Stderr == nil {
-		cmd.Stderr = &bkLog{}
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %v: %v", cmd.Args, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- strings.TrimSpace(sc.Text())
-		}
-		close(lines)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l, ok := <-lines:
-		if ok {
-			return l, stop, done
-		}
-	case <-time.After(60 * time.Second):
-	}
-	stop()
-	t.Fatalf("%v printed no URL; stderr:\n%s", cmd.Args, cmd.Stderr)
-	return "", nil, nil
-}
-
-// bkLog is a goroutine-safe buffer for a process's stderr.
-type bkLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *bkLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *bkLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // bkWrite writes wheels (and sdists, named "sdist:NAME") into dir.
 func bkWrite(t testing.TB, dir string, ws ...fixture.Wheel) {
 	t.Helper()
@@ -233,7 +153,7 @@ func newBkDeploy(ctx context.Context, t *testing.T, real bool) *bkDeploy {
 	}
 	d.priv, d.pub = d.h.keygen(ctx, t, "cosign")
 	bkWrite(t, d.idxDir, fixture.Wheel{Name: "pin", Version: "1.0"})
-	d.proxy = startBkProxy(t, bkServeIndex(t, d.idxDir))
+	d.proxy = startBkProxy(t, serveIndex(t, d.idxDir))
 	d.baseLock = filepath.Join(d.h.home, "base1.lock.json")
 	d.h.must(ctx, t, lockArgs(d.proxy.URL, d.baseLock, []string{"pin"})...)
 	d.baseRef = d.publishBase(ctx, t, d.baseLock)
@@ -286,10 +206,8 @@ func (d *bkDeploy) token(ctx context.Context, t testing.TB, role, subject string
 // bkServe is a running pylayer serve.
 type bkServe struct {
 	URL    string
-	stderr *bkLog
-	cmd    *exec.Cmd
-	stop   func()
-	done   <-chan struct{}
+	stderr *syncBuf
+	*child
 }
 
 func (d *bkDeploy) start(t testing.TB) *bkServe {
@@ -297,13 +215,9 @@ func (d *bkDeploy) start(t testing.TB) *bkServe {
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--db", d.db, "--catalog", d.catalog,
 		"--repo", d.repo, "--key", d.priv, "--index-url", d.proxy.URL}, d.regArgs...)
 	cmd := d.h.command(context.Background(), t, args...)
-	s := &bkServe{stderr: &bkLog{}, cmd: cmd}
+	s := &bkServe{stderr: &syncBuf{}}
 	cmd.Stderr = s.stderr
-	s.URL, s.stop, s.done = bkStart(t, cmd)
-	t.Cleanup(s.stop)
-	if !strings.HasPrefix(s.URL, "http://127.0.0.1:") {
-		t.Fatalf("pylayer serve printed %q, want its URL; stderr:\n%s", s.URL, s.stderr)
-	}
+	s.child, s.URL = startServer(t, cmd, 10*time.Second)
 	return s
 }
 

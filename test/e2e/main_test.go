@@ -1,22 +1,18 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +32,7 @@ var (
 	idxDir  string
 	idxURL  string
 	idxErr  error
-	idxCmd  *exec.Cmd
+	idxSrv  *child
 
 	pyOnce sync.Once
 	pyPath string
@@ -51,16 +47,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
-	if idxCmd != nil && idxCmd.Process != nil {
-		idxCmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { idxCmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			idxCmd.Process.Kill()
-			<-done
-		}
+	if idxSrv != nil {
+		idxSrv.stop(10 * time.Second)
 	}
 	os.RemoveAll(scratch)
 	os.Exit(code)
@@ -148,35 +136,15 @@ func startIndex(bin string) (string, string, error) {
 	if _, err := fixture.RepackDebian(ctx, debCache(), dir); err != nil {
 		return "", "", err
 	}
+	// TestMain stops the server; it dies with a test binary that does not get that far.
 	cmd := exec.Command(bin, "index", "serve", dir, "--listen", "127.0.0.1:0")
-	// The server must not outlive a test binary that dies without running TestMain's cleanup.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
+	c, url, _, err := startChild(cmd)
 	if err != nil {
 		return "", "", err
 	}
-	if err := cmd.Start(); err != nil {
-		return "", "", fmt.Errorf("starting pylayer index serve: %w", err)
-	}
-	idxCmd = cmd
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- strings.TrimSpace(sc.Text())
-		}
-		close(lines)
-		io.Copy(io.Discard, stdout)
-	}()
-	var url string
-	select {
-	case url = <-lines:
-	case <-time.After(60 * time.Second):
-	}
+	idxSrv = c
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/simple/") {
-		return "", "", fmt.Errorf("pylayer index serve printed %q, want http://127.0.0.1:PORT/simple/; stderr:\n%s", url, stderr.String())
+		return "", "", fmt.Errorf("pylayer index serve printed %q, want http://127.0.0.1:PORT/simple/; stderr:\n%s", url, cmd.Stderr)
 	}
 	// It prints once it listens; one request proves it answers for a real project.
 	resp, err := http.Get(url + "chain-a/")
@@ -201,19 +169,7 @@ func run(ctx context.Context, t testing.TB, dir string, args ...string) result {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, pylayer(t), append([]string{"--cache", filepath.Join(scratch, "cache")}, args...)...)
 	cmd.Dir = dir
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running pylayer %v: %v", args, err)
-	}
-	return r
+	return runResult(t, cmd, args)
 }
 
 // lockJSON is the --json output of pylayer lock.

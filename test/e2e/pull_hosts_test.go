@@ -10,8 +10,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	registrytest "github.com/pylayer/pylayer/test/registry"
 )
 
 // TestPullTwoHosts: two hosts (own HOME, own cache) pull one reference and end with the
@@ -20,10 +18,7 @@ func TestPullTwoHosts(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := registrytest.Start(t, registrytest.Options{})
-	lk := locks(t)
-	ci := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	priv, pub := ci.keygen(ctx, t, "ci")
+	r, lk, ci, priv, pub := ciRegistry(ctx, t)
 	p := ci.publish(ctx, t, lk["office"], r.Ref("team/pylayer"), priv, "--ca-file", r.CAFile)
 	ref := r.Ref("team/pylayer") + ":" + p.Tag
 
@@ -75,10 +70,7 @@ func TestPullConcurrentAndKilled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := registrytest.Start(t, registrytest.Options{})
-	lk := locks(t)
-	ci := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	priv, pub := ci.keygen(ctx, t, "ci")
+	r, lk, ci, priv, pub := ciRegistry(ctx, t)
 	p := ci.publish(ctx, t, lk["office"], r.Ref("team/pylayer"), priv, "--ca-file", r.CAFile)
 	m := registryManifest(ctx, t, r, "team/pylayer", p.Digest)
 	pullArgs := []string{"pull", p.Ref, "--trust", pub, "--ca-file", r.CAFile}

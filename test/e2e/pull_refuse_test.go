@@ -26,10 +26,7 @@ func TestPullRefuses(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := registrytest.Start(t, registrytest.Options{})
-	lk := locks(t)
-	ci := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	priv, pub := ci.keygen(ctx, t, "ci")
+	r, lk, ci, priv, pub := ciRegistry(ctx, t)
 	_, otherPub := ci.keygen(ctx, t, "other")
 	tls := []string{"--ca-file", r.CAFile}
 	signed := r.Ref("team/signed")

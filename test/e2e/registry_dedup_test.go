@@ -38,10 +38,7 @@ func TestPublishDedup(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := registrytest.Start(t, registrytest.Options{})
-	lk := locks(t)
-	ci := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	priv, pub := ci.keygen(ctx, t, "ci")
+	r, lk, ci, priv, pub := ciRegistry(ctx, t)
 	repo := r.Ref("team/dedup")
 	tls := []string{"--ca-file", r.CAFile}
 

@@ -115,20 +115,7 @@ func (h *host) command(ctx context.Context, t testing.TB, args ...string) *exec.
 // run runs pylayer with args on this host.
 func (h *host) run(ctx context.Context, t testing.TB, args ...string) result {
 	t.Helper()
-	cmd := h.command(ctx, t, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	r := result{stdout: stdout.String(), stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		r.code = ee.ExitCode()
-	default:
-		t.Fatalf("running pylayer %v: %v", args, err)
-	}
-	return r
+	return runResult(t, h.command(ctx, t, args...), args)
 }
 
 // must runs pylayer and fails the test unless it exits 0; it returns stdout, trimmed.

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
-	registrytest "github.com/pylayer/pylayer/test/registry"
 )
 
 // verified is the part of pylayer verify --json the suites read.
@@ -56,10 +54,7 @@ func TestPublishPullRegistry(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	r := registrytest.Start(t, registrytest.Options{})
-	lk := locks(t)
-	ci := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	priv, pub := ci.keygen(ctx, t, "ci")
+	r, lk, ci, priv, pub := ciRegistry(ctx, t)
 	repo := r.Ref("team/pylayer")
 	p := ci.publish(ctx, t, lk["office"], repo, priv, "--ca-file", r.CAFile, "--tag", "current")
 	if !p.Pushed || p.Stats.Uploaded != 6 {

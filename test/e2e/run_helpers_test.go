@@ -1,18 +1,14 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -55,51 +51,6 @@ func fooIndex(t testing.TB) string {
 		}
 	}
 	return serveIndex(t, dir)
-}
-
-// serveIndex runs pylayer index serve DIR on a free loopback port until the test ends.
-func serveIndex(t testing.TB, dir string) string {
-	t.Helper()
-	cmd := exec.Command(pylayer(t), "index", "serve", dir, "--listen", "127.0.0.1:0")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting pylayer index serve: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- strings.TrimSpace(sc.Text())
-		}
-		close(lines)
-		io.Copy(io.Discard, stdout)
-	}()
-	var url string
-	select {
-	case url = <-lines:
-	case <-time.After(60 * time.Second):
-	}
-	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/simple/") {
-		t.Fatalf("pylayer index serve %s printed %q, want http://127.0.0.1:PORT/simple/; stderr:\n%s", dir, url, stderr.String())
-	}
-	return url
 }
 
 // stack is a base (the office set) and two ext layers over it, foo==1.0 and foo==2.0,

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,8 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,71 +22,19 @@ const webCatalog = `{"base": ["pin"], "allow": [{"name": "foo"}]}`
 // webXSS is a deny reason that would run script if the page ever rendered data as HTML.
 const webXSS = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script> not today`
 
-// webSyncBuf is a goroutine-safe buffer for a child's stderr.
-type webSyncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *webSyncBuf) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *webSyncBuf) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // webStartServer starts cmd, returns the first line it prints (its URL) and stops it with
-// SIGTERM when the test ends.
+// SIGTERM when the test ends, logging its stderr if the test failed.
 func webStartServer(t testing.TB, cmd *exec.Cmd) string {
 	t.Helper()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr := &webSyncBuf{}
+	stderr := &syncBuf{}
 	cmd.Stderr = stderr
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting %v: %v", cmd.Args, err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+	t.Cleanup(func() { // runs after the stop startServer registers
 		if t.Failed() {
 			t.Logf("%s stderr:\n%s", filepath.Base(cmd.Args[0])+" "+cmd.Args[1], stderr)
 		}
 	})
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- strings.TrimSpace(sc.Text())
-		}
-		close(lines)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case url := <-lines:
-		if strings.HasPrefix(url, "http://127.0.0.1:") {
-			return url
-		}
-		t.Fatalf("%v printed %q, want its URL; stderr:\n%s", cmd.Args, url, stderr)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%v printed nothing in 60s; stderr:\n%s", cmd.Args, stderr)
-	}
-	return ""
+	_, url := startServer(t, cmd, 15*time.Second)
+	return url
 }
 
 // webAPI calls the broker with a bearer token, as an agent or a script would.
