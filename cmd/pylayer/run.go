@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +28,7 @@ type runFlags struct {
 	regFlags
 	session   string
 	db        string
+	broker    string
 	repo      string
 	python    string
 	layers    []string
@@ -56,7 +60,8 @@ is used (degraded mode, said on stderr).`,
 	f.regFlags.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.session, "session", "", "run on exactly what this broker session is bound to (needs --db)")
-	fl.StringVar(&f.db, "db", os.Getenv("PYLAYER_DB"), "the broker's database, for --session (default $PYLAYER_DB)")
+	fl.StringVar(&f.db, "db", os.Getenv("PYLAYER_DB"), "the broker's database, for --session on the broker's host (default $PYLAYER_DB)")
+	fl.StringVar(&f.broker, "broker", os.Getenv("PYLAYER_BROKER"), "the broker's URL, for --session on any host; the token comes from $PYLAYER_TOKEN (default $PYLAYER_BROKER)")
 	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository of the session's interpreter and base, for --session (default $PYLAYER_REPO)")
 	fl.StringVar(&f.python, "python", "", "interpreter artifact reference (default: the host's /usr/bin/python3, degraded)")
 	fl.StringArrayVar(&f.layers, "layer", nil, "layer reference (repeatable): base, ext or iso")
@@ -244,22 +249,23 @@ func layerKind(root string) (string, error) {
 	return k, nil
 }
 
-// sessionRefs reads what a broker session is bound to: its interpreter, its base (unless an
+// sessionRefs reads what a broker session is bound to, from the broker's API (--broker,
+// any host) or its database (--db, the broker's host): its interpreter, its base (unless an
 // isolated layer replaces it) and its ext layers, oldest first, all by digest.
 func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
-	if f.db == "" {
-		return "", nil, errors.New("--session needs the broker's database: --db PATH (or PYLAYER_DB)")
+	var (
+		s   broker.Session
+		bs  []broker.Binding
+		err error
+	)
+	switch {
+	case f.broker != "":
+		s, bs, err = sessionFromBroker(cmd, f.broker, f.session)
+	case f.db != "":
+		s, bs, err = sessionFromDB(cmd, f.db, f.session)
+	default:
+		err = errors.New("--session needs the broker: --broker URL (with $PYLAYER_TOKEN) or, on its host, --db PATH")
 	}
-	store, err := sqlite.Open(cmd.Context(), f.db)
-	if err != nil {
-		return "", nil, err
-	}
-	defer store.Close()
-	s, err := store.GetSession(cmd.Context(), f.session)
-	if err != nil {
-		return "", nil, fmt.Errorf("session %s: %w", f.session, err)
-	}
-	bs, err := store.Bindings(cmd.Context(), s.ID)
 	if err != nil {
 		return "", nil, err
 	}
@@ -297,4 +303,55 @@ func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
 		layers = append(layers, ref)
 	}
 	return python, append(layers, ext...), nil
+}
+
+func sessionFromDB(cmd *cobra.Command, db, id string) (broker.Session, []broker.Binding, error) {
+	store, err := sqlite.Open(cmd.Context(), db)
+	if err != nil {
+		return broker.Session{}, nil, err
+	}
+	defer store.Close()
+	s, err := store.GetSession(cmd.Context(), id)
+	if err != nil {
+		return s, nil, fmt.Errorf("session %s: %w", id, err)
+	}
+	bs, err := store.Bindings(cmd.Context(), s.ID)
+	return s, bs, err
+}
+
+// sessionFromBroker asks the broker for the session's env with the token in $PYLAYER_TOKEN
+// (never a flag: argv is visible to every user of the host).
+func sessionFromBroker(cmd *cobra.Command, base, id string) (broker.Session, []broker.Binding, error) {
+	token := os.Getenv("PYLAYER_TOKEN")
+	if token == "" {
+		return broker.Session{}, nil, errors.New("--broker needs a token in $PYLAYER_TOKEN (the session's agent token, or its owner's)")
+	}
+	u, err := url.JoinPath(base, "v1", "sessions", id, "env")
+	if err != nil {
+		return broker.Session{}, nil, fmt.Errorf("--broker %s: %w", base, err)
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, u, nil)
+	if err != nil {
+		return broker.Session{}, nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return broker.Session{}, nil, fmt.Errorf("asking the broker for session %s: %w", id, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return broker.Session{}, nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct{ Error, Hint string }
+		json.Unmarshal(body, &e)
+		return broker.Session{}, nil, fmt.Errorf("the broker answered %s for session %s: %s %s", resp.Status, id, e.Error, e.Hint)
+	}
+	var env broker.Env
+	if err := json.Unmarshal(body, &env); err != nil {
+		return broker.Session{}, nil, fmt.Errorf("the broker's answer for session %s: %w", id, err)
+	}
+	return env.Session, env.Bindings, nil
 }

@@ -384,6 +384,20 @@ func (d *bkDeploy) runSession(ctx context.Context, t testing.TB, id, code string
 	return d.h.must(ctx, t, append(args, "--", "python3", "-c", code)...)
 }
 
+// runSessionVia runs code in a session found through the broker's API, as a host other
+// than the broker's would: no database, the agent token in the environment, never in argv.
+func (d *bkDeploy) runSessionVia(ctx context.Context, t testing.TB, se bkSession, code string) string {
+	t.Helper()
+	args := append([]string{"run", "--session", se.ID, "--broker", d.serve.URL, "--repo", d.repo, "--trust", d.pub, "--timeout", "2m"}, d.regArgs...)
+	cmd := d.h.command(ctx, t, append(args, "--", "python3", "-c", code)...)
+	cmd.Env = append(cmd.Env, "PYLAYER_TOKEN="+se.Agent)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("pylayer run --broker: %v", err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
 // verify checks a digest of the repository with pylayer verify.
 func (d *bkDeploy) verify(ctx context.Context, t testing.TB, digest string) {
 	t.Helper()

@@ -87,6 +87,8 @@ func TestBrokerScenarios(t *testing.T) {
 			}
 			d.verify(ctx, t, c.req.Digest)
 			wantVersions(t, "session "+c.se.ID, d.versions(ctx, t, c.se.ID), map[string]string{"foo": c.foo, "pin": "1.0"})
+			// Another host asks the broker over HTTP (--broker, agent token in $PYLAYER_TOKEN).
+			wantVersions(t, "session "+c.se.ID+" via --broker", d.runSessionVia(ctx, t, c.se, fooScript), map[string]string{"foo": c.foo, "pin": "1.0"})
 		}
 	})
 
