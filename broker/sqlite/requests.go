@@ -183,19 +183,7 @@ func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]bro
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}
-	defer rows.Close()
-	var out []broker.Request
-	for rows.Next() {
-		r, err := scanRequest(rows)
-		if err != nil {
-			return nil, fmt.Errorf("listing requests: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing requests: %w", err)
-	}
-	return out, nil
+	return collect(rows, "listing requests", scanRequest)
 }
 
 // NextBuildable implements broker.Store. One UPDATE ... RETURNING claims the row, so the

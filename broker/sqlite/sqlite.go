@@ -167,17 +167,22 @@ func (s *Store) ListSessions(ctx context.Context, owner string) ([]broker.Sessio
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
+	return collect(rows, "listing sessions", scanSession)
+}
+
+// collect scans every row with scan and closes rows; errors say what was being listed.
+func collect[T any](rows *sql.Rows, what string, scan func(sc interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	defer rows.Close()
-	var out []broker.Session
+	var out []T
 	for rows.Next() {
-		se, err := scanSession(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, fmt.Errorf("listing sessions: %w", err)
+			return nil, fmt.Errorf("%s: %w", what, err)
 		}
-		out = append(out, se)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing sessions: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }
