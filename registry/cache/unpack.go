@@ -2,7 +2,6 @@ package cache
 
 import (
 	"archive/tar"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,8 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/pylayer/pylayer/oci"
 )
