@@ -279,7 +279,7 @@ func targetFromArtifact(cmd *cobra.Command, rf *regFlags, s string) (target.Targ
 	if err != nil {
 		return target.Target{}, fmt.Errorf("not a file, and not a usable artifact reference: %w", err)
 	}
-	v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+	v, err := registry.VerifyRef(ctx, repo, ref, pol, warner(cmd))
 	if err != nil {
 		return target.Target{}, err
 	}

@@ -41,7 +41,7 @@ visible.`,
 			if err != nil {
 				return err
 			}
-			warn := func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }
+			warn := warner(cmd)
 			root, v, err := registry.Pull(ctx, repo, ref, pol, c, pullProgress(cmd.ErrOrStderr()), warn)
 			if err != nil {
 				return err
@@ -92,7 +92,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
+			v, err := registry.VerifyRef(ctx, repo, ref, pol, warner(cmd))
 			if err != nil {
 				return err
 			}

@@ -63,6 +63,11 @@ func (g *globals) openCache() (*cache.Cache, error) {
 	return c, nil
 }
 
+// warner prints warnings (such as a policy skipping verification) on stderr.
+func warner(cmd *cobra.Command) func(string) {
+	return func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) }
+}
+
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

@@ -181,40 +181,43 @@ func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mou
 	if err != nil {
 		return mounted{}, err
 	}
-	d := ref.Digest
-	if d == "" {
+	// The registry is opened, and the signature verified, at most once: for a tag to learn
+	// the digest, and then only if the cache lacks the layer.
+	var repo registry.Repo
+	var v *registry.Verified
+	verify := func() error {
 		pol, err := f.policy()
 		if err != nil {
-			return mounted{}, err
+			return err
 		}
-		repo, err := registry.Open(ctx, ref, f.options(cmd))
-		if err != nil {
-			return mounted{}, err
+		if repo, err = registry.Open(ctx, ref, f.options(cmd)); err != nil {
+			return err
 		}
-		v, err := registry.VerifyRef(ctx, repo, ref, pol, func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
-		if err != nil {
-			return mounted{}, err
-		}
-		d = v.Desc.Digest
+		v, err = registry.VerifyRef(ctx, repo, ref, pol, warner(cmd))
+		return err
 	}
+	if ref.Digest == "" {
+		if err := verify(); err != nil {
+			return mounted{}, err
+		}
+		ref.Digest = v.Desc.Digest
+	}
+	d := ref.Digest
 	release, err := c.Hold(ctx, d)
 	if err != nil {
 		return mounted{}, err
 	}
 	root, ok := c.Layer(d)
 	if !ok {
-		pol, err := f.policy()
+		if v == nil {
+			err = verify()
+		}
 		if err == nil {
-			var repo registry.Repo
-			if repo, err = registry.Open(ctx, ref, f.options(cmd)); err == nil {
-				pinned := ref
-				pinned.Digest = d
-				root, _, err = registry.Pull(ctx, repo, pinned, pol, c, pullProgress(cmd.ErrOrStderr()), func(s string) { fmt.Fprintln(cmd.ErrOrStderr(), s) })
-				if err == nil {
-					// A ref keeps what a session was pulled for from gc, like pylayer pull does.
-					err = c.SetRef(ctx, repo.Name()+"@"+d.String(), d)
-				}
-			}
+			root, err = c.Install(ctx, d, v.Manifest, repo.Blob, pullProgress(cmd.ErrOrStderr()))
+		}
+		if err == nil {
+			// A ref keeps what a session was pulled for from gc, like pylayer pull does.
+			err = c.SetRef(ctx, repo.Name()+"@"+d.String(), d)
 		}
 		if err != nil {
 			release()
