@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 
@@ -49,19 +50,47 @@ mount path /opt/python. Tagged cpython-<version>-<key>.`,
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			a, cfg, err := interp.Artifact(cmd.Context(), args[0], tmp)
-			if err != nil {
-				return err
+			// For a prefix directory, probe first: the tag follows from the config, and packing
+			// the whole prefix (tens of MB) is only needed when the repository lacks that tag.
+			// A tarball has to be extracted to be probed, so it is packed up front.
+			var cfg interp.Config
+			var packed *oci.Artifact
+			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+				if cfg, err = interp.Probe(cmd.Context(), args[0]); err != nil {
+					return err
+				}
+			} else {
+				a, c, err := interp.Artifact(cmd.Context(), args[0], tmp)
+				if err != nil {
+					return err
+				}
+				cfg, packed = c, &a
 			}
 			tag, err := interp.TagFor(cfg)
 			if err != nil {
 				return err
 			}
-			res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags, func() (oci.Artifact, error) { return a, nil })
+			res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags, func() (oci.Artifact, error) {
+				if packed != nil {
+					return *packed, nil
+				}
+				a, c, err := interp.Artifact(cmd.Context(), args[0], tmp)
+				if err != nil {
+					return a, err
+				}
+				if t, err := interp.TagFor(c); err != nil || t != tag {
+					return a, fmt.Errorf("%s changed while it was being published (tag %s, now %s)", args[0], tag, t)
+				}
+				return a, nil
+			})
 			if err != nil {
 				return err
 			}
-			res.Key = a.Annotations[oci.AnnotationKey]
+			canon, err := cfg.Canonical()
+			if err != nil {
+				return err
+			}
+			res.Key = interp.KeyOf(canon)
 			return g.print(cmd.OutOrStdout(), res, res.Ref)
 		},
 	}
