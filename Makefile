@@ -10,7 +10,7 @@ export PYLAYER_TOOLS := $(TOOLS)
 
 # Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download.
 DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
-            docker-registry bubblewrap chromium chromium-driver
+            python3.11-venv docker-registry bubblewrap chromium chromium-driver
 
 .PHONY: all build deps tools test unit lint fuzz demo bench clean
 
@@ -20,7 +20,13 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/pylayer ./cmd/pylayer
 
-# deps installs what is missing, and nothing when all is there.
+# deps installs what is missing, and nothing when all is there: Debian's packages, the .deb
+# files the fixtures repack (into $(DEBS)) and axe-core (into $(TOOLS)/axe-core) for the web
+# page's accessibility check. It is the only step that installs or downloads anything: no
+# test ever does.
+DEBS ?= $(HOME)/.cache/pylayer/debs
+export PYLAYER_DEBS := $(DEBS)
+AXE  := $(TOOLS)/axe-core/node_modules/axe-core/axe.min.js
 deps:
 	@missing=""; for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
@@ -28,6 +34,10 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 	@python3 -m pip --version >/dev/null 2>&1 || { echo "python3 -m pip is missing (install python3-pip)"; exit 1; }
+	@$(GO) run ./test/cmd/fetchdebs -cache $(DEBS) >/dev/null
+	@[ -s $(AXE) ] || { command -v npm >/dev/null || { echo "npm is missing: install Node.js (apt-get install nodejs npm)"; exit 1; }; \
+	  echo "installing axe-core into $(TOOLS)/axe-core"; \
+	  npm install --silent --no-audit --no-fund --prefix $(TOOLS)/axe-core axe-core@4 >/dev/null; }
 
 # The stock peer tools the tests check our artifacts with (cosign v2.6.5, crane), built once
 # into $(TOOLS) and reused: a fresh cosign build takes minutes, a cached one nothing.
@@ -44,8 +54,10 @@ lint:
 test: deps tools lint build
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-unit: build
-	$(GO) test -race -short ./...
+# The fast tier: no end-to-end suite, nothing installed, no root; every test that needs
+# what `make deps` installs is skipped by -short (internal/testenv.Integration).
+unit:
+	$(GO) test -race -short -count=1 ./...
 
 # A short coverage-guided run of every fuzz target (FUZZTIME each). Minimizing is capped so a
 # new input does not eat the budget; below ~5s Go's fuzzer may stop with "context deadline

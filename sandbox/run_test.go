@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pylayer/pylayer/internal/testenv"
 )
 
 // These tests run the real bwrap (Debian's bubblewrap) with the host's
@@ -64,6 +66,7 @@ func run(t *testing.T, s Spec, o RunOptions) *Result {
 func py(code string) []string { return []string{"python3", "-c", code} }
 
 func TestRunImports(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	base := makeLayer(t, map[string]string{
 		"site-packages/foo/__init__.py": `WHERE = "base"`,
 		"site-packages/shared.py":       `WHERE = "base"`,
@@ -124,6 +127,7 @@ print(json.dumps(out))`
 }
 
 func TestRunContainment(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -217,6 +221,7 @@ var canaries = map[string]string{
 }
 
 func TestRunSecretsDoNotLeak(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	for k, v := range canaries {
 		t.Setenv(k, v)
 	}
@@ -292,6 +297,7 @@ func findProc(t *testing.T, bwrap, marker string) int {
 }
 
 func TestRunPipShim(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	for _, cmd := range [][]string{
 		{"pip", "install", "requests"}, {"pip3", "install", "x"}, {"pip3.11", "list"},
 		{"python3", "-m", "pip", "install", "x"}, {"python3", "-c", "import pip"},
@@ -310,6 +316,7 @@ func TestRunPipShim(t *testing.T) {
 }
 
 func TestRunTimeoutKillsEverything(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	ws := t.TempDir()
 	marker := "killcheck-" + strconv.Itoa(os.Getpid())
 	// A child and a grandchild that both ignore SIGTERM and record their pids.
@@ -359,6 +366,7 @@ func procsWith(s string) []string {
 }
 
 func TestRunTermGrace(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	// A command that exits on SIGTERM is not SIGKILLed.
 	res := run(t, Spec{Command: []string{"sleep", "60"}}, RunOptions{Timeout: 300 * time.Millisecond, KillGrace: 10 * time.Second})
 	if !res.TimedOut || res.Signal != "SIGTERM" || res.Duration > 5*time.Second {
@@ -367,6 +375,7 @@ func TestRunTermGrace(t *testing.T) {
 }
 
 func TestRunOutput(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	tests := []struct {
 		name               string
 		code               string
@@ -399,6 +408,7 @@ print("done", file=sys.stderr)`, 10,
 }
 
 func TestRunExitStatus(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	tests := []struct {
 		cmd    string
 		code   int
@@ -420,6 +430,7 @@ func TestRunExitStatus(t *testing.T) {
 }
 
 func TestRunStdinAndCancel(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	b := realBwrap(t)
 	res, err := Run(context.Background(), b, Spec{Command: []string{"cat"}}, RunOptions{Stdin: strings.NewReader("hello")})
 	if err != nil || string(res.Stdout) != "hello" {
@@ -434,6 +445,7 @@ func TestRunStdinAndCancel(t *testing.T) {
 }
 
 func TestRunBadInput(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	b := realBwrap(t)
 	noPython := t.TempDir()
 	file := filepath.Join(t.TempDir(), "f")
@@ -462,6 +474,7 @@ func TestRunBadInput(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	testenv.Integration(t, "bwrap")
 	b := realBwrap(t)
 	if b != "/usr/bin/bwrap" {
 		t.Errorf("FindBwrap = %q", b)

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pylayer/pylayer/internal/testenv"
 )
 
 // python3 returns the oracle interpreter; tests fail (never skip) without it.
@@ -126,12 +128,10 @@ func TestPipAcceptsServer(t *testing.T) {
 // TestDebianPipAcceptsJSON: Debian bookworm's pip 23.0.1 crashes on a PEP 691 page whose
 // "dist-info-metadata" is a dict (the bug behind PEP 714), so the server must not send it.
 func TestDebianPipAcceptsJSON(t *testing.T) {
+	testenv.Integration(t, "Debian's pip (python3-pip)")
 	const debianPython = "/usr/bin/python3.11"
 	if _, err := os.Stat("/usr/lib/python3/dist-packages/pip"); err != nil {
-		out, err := exec.Command("apt-get", "install", "-y", "-qq", "python3-pip").CombinedOutput()
-		if err != nil {
-			t.Fatalf("Debian's pip is needed for this test and could not be installed: %v\n%s", err, out)
-		}
+		t.Fatalf("Debian's pip is needed for this test: run `make deps` (apt-get install python3-pip): %v", err)
 	}
 	dir := t.TempDir()
 	writeWheel(t, dir, wheelSpec{name: "demo_pkg", version: "1.0"})

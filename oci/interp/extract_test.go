@@ -113,7 +113,7 @@ func TestArtifactRefusesTarball(t *testing.T) {
 	if _, _, err := Artifact(context.Background(), "/etc/passwd", t.TempDir()); err == nil {
 		t.Error("a plain file was accepted")
 	}
-	if _, _, err := Artifact(context.Background(), debianPrefix, filepath.Join(debianPrefix, "lib")); err == nil {
+	if _, _, err := Artifact(context.Background(), debianPrefix(t), filepath.Join(debianPrefix(t), "lib")); err == nil {
 		t.Error("a work directory inside the prefix was accepted")
 	}
 }

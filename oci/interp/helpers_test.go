@@ -5,38 +5,52 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/internal/testenv"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
-var debianPrefix string // made once by TestMain
+// The Debian python prefix, made once, on first use, by the tests that need it (the
+// integration tier: it reads the .deb files `make deps` downloads).
+var (
+	prefixDir     string
+	prefixDirOnce sync.Once
+	prefixDirErr  error
+	prefixTmp     string
+)
+
+func debianPrefix(t testing.TB) string {
+	t.Helper()
+	testenv.Integration(t, "Debian's python3.11 .deb files")
+	prefixDirOnce.Do(func() {
+		prefixTmp, prefixDirErr = os.MkdirTemp("", "pylayer-interp-test-*")
+		if prefixDirErr != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		prefixDir, prefixDirErr = fixture.DebianPython(ctx, fixture.DebCache(), filepath.Join(prefixTmp, "python"))
+	})
+	if prefixDirErr != nil {
+		t.Fatalf("making the Debian python prefix: %v", prefixDirErr)
+	}
+	return prefixDir
+}
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "pylayer-interp-test-*")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	debianPrefix, err = fixture.DebianPython(ctx, filepath.Join(os.TempDir(), "pylayer-test-debcache"), filepath.Join(dir, "python"))
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "making the Debian python prefix:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
-	if prefixWork != "" {
-		os.RemoveAll(prefixWork)
+	for _, d := range []string{prefixTmp, prefixWork} {
+		if d != "" {
+			os.RemoveAll(d)
+		}
 	}
 	os.Exit(code)
 }

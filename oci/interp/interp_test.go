@@ -18,12 +18,12 @@ import (
 
 func TestProbeDebianPrefix(t *testing.T) {
 	ctx := context.Background()
-	before := listTree(t, debianPrefix)
-	c, err := Probe(ctx, debianPrefix)
+	before := listTree(t, debianPrefix(t))
+	c, err := Probe(ctx, debianPrefix(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := listTree(t, debianPrefix); !slices.Equal(before, after) {
+	if after := listTree(t, debianPrefix(t)); !slices.Equal(before, after) {
 		t.Fatalf("Probe wrote into the prefix: %d entries before, %d after", len(before), len(after))
 	}
 	if c.Version != "3.11.2" || c.Implementation != "cp" || c.ABI != "cp311" || c.MountPath != "/opt/python" || c.Source != SourcePrefix {
@@ -106,7 +106,7 @@ func builtPrefix(t *testing.T) (oci.Artifact, Config, v1.Descriptor) {
 			return
 		}
 		prefixWork = dir
-		a, c, err := Artifact(context.Background(), debianPrefix, dir)
+		a, c, err := Artifact(context.Background(), debianPrefix(t), dir)
 		if err != nil {
 			return
 		}
@@ -120,7 +120,7 @@ func builtPrefix(t *testing.T) (oci.Artifact, Config, v1.Descriptor) {
 }
 
 func TestArtifactReproducible(t *testing.T) {
-	a1, c1, d1 := build(t, debianPrefix)
+	a1, c1, d1 := build(t, debianPrefix(t))
 	_, _, d2 := builtPrefix(t)
 	if d1.Digest != d2.Digest {
 		t.Fatalf("two builds of one prefix differ: %s vs %s", d1.Digest, d2.Digest)
@@ -186,14 +186,14 @@ func TestArtifactEntries(t *testing.T) {
 			t.Errorf("blob lacks %q", e)
 		}
 	}
-	if len(ents) != len(listTree(t, debianPrefix))-1 { // the root is no entry
-		t.Errorf("%d entries for %d paths", len(ents), len(listTree(t, debianPrefix))-1)
+	if len(ents) != len(listTree(t, debianPrefix(t)))-1 { // the root is no entry
+		t.Errorf("%d entries for %d paths", len(ents), len(listTree(t, debianPrefix(t)))-1)
 	}
 }
 
 func TestArtifactTarball(t *testing.T) {
 	tarball := filepath.Join(t.TempDir(), "cpython-3.11.2-x86_64-unknown-linux-gnu-install_only.tar.gz")
-	tarballOf(t, debianPrefix, tarball)
+	tarballOf(t, debianPrefix(t), tarball)
 	work := t.TempDir()
 	at, ct, err := Artifact(context.Background(), tarball, work)
 	if err != nil {

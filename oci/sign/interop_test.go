@@ -14,6 +14,7 @@ import (
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/internal/testenv"
 )
 
 // cosignBinary finds the stock cosign CLI: $PYLAYER_COSIGN, or where `make tools`
@@ -55,6 +56,7 @@ func runCosign(t *testing.T, bin string, args ...string) (string, error) {
 }
 
 func TestInteropStockCosign(t *testing.T) {
+	testenv.Integration(t, "the stock cosign CLI (make tools)")
 	bin := cosignBinary(t)
 	k := testKeys(t)
 	ctx := context.Background()

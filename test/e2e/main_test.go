@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
@@ -40,6 +41,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("e2e: the end-to-end suite is the integration tier, not -short: `make test` runs it")
+		os.Exit(0)
+	}
 	var err error
 	scratch, err = os.MkdirTemp("", "pylayer-e2e-*")
 	if err != nil {
@@ -107,8 +113,8 @@ func oracle(t testing.TB) string {
 	return pyPath
 }
 
-// debCache is where RepackDebian keeps downloaded .deb files, shared across runs.
-func debCache() string { return filepath.Join(os.TempDir(), "pylayer-test-debcache") }
+// debCache is where `make deps` keeps the .deb files the fixtures repack.
+func debCache() string { return fixture.DebCache() }
 
 // index writes the corpus, Debian's wheels and the repacked office set into one directory,
 // serves it with `pylayer index serve DIR --listen 127.0.0.1:0` and returns the directory

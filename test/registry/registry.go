@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/internal/testenv"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -58,9 +59,11 @@ type Registry struct {
 }
 
 // Start runs a registry for the test and stops it (and removes its storage) at cleanup.
-// Debian's docker-registry package is installed first when it is missing (needs root).
+// Debian's docker-registry must be installed (`make deps`); a test that starts one is in the
+// integration tier.
 func Start(t testing.TB, opts Options) *Registry {
 	t.Helper()
+	testenv.Integration(t, "Debian's docker-registry")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	r, err := New(ctx, opts)

@@ -39,19 +39,12 @@ func run(ctx context.Context, args []string) error {
 	corpus := fs.Bool("corpus", false, "also write the generated resolution corpus")
 	office := fs.Bool("office", true, "write the office set repacked from Debian")
 	debian := fs.Bool("debian", true, "write Debian's pip, setuptools and wheel wheels")
-	cache := fs.String("cache", "", "directory for downloaded .deb files (default: the user cache dir)/pylayer/debs")
+	cache := fs.String("cache", fixture.DebCache(), "where `make deps` keeps the .deb files ($PYLAYER_DEBS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() > 0 {
 		return errors.New("usage: mkindex -out DIR [-corpus] [-office=false] [-debian=false] [-cache DIR]")
-	}
-	if *cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			return fmt.Errorf("no cache dir, pass -cache: %w", err)
-		}
-		*cache = filepath.Join(base, "pylayer", "debs")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", *out, err)

@@ -1,5 +1,5 @@
 // Command pyprefix makes a relocatable CPython prefix from Debian's python3.11 packages
-// (apt-get download + dpkg -x), for the demo and the benchmarks: the same fixture the
+// (the .deb files `make deps` downloads, unpacked with dpkg -x), for the demo and the benchmarks: the same fixture the
 // tests use. It prints the prefix path.
 package main
 
@@ -15,7 +15,7 @@ import (
 
 func main() {
 	out := flag.String("out", "", "directory to create the prefix in (must not exist)")
-	cache := flag.String("cache", os.TempDir()+"/pylayer-test-debcache", "where downloaded .deb files are kept")
+	cache := flag.String("cache", fixture.DebCache(), "where `make deps` keeps the .deb files ($PYLAYER_DEBS)")
 	flag.Parse()
 	if *out == "" {
 		fmt.Fprintln(os.Stderr, "usage: pyprefix -out DIR [-cache DIR]")
