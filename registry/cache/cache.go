@@ -102,7 +102,7 @@ func Open(root string, opts ...Option) (*Cache, error) {
 	if !top.IsDir() {
 		return nil, fmt.Errorf("%w: %q is not a directory", ErrInvalidCache, abs)
 	}
-	for _, rel := range []string{"trees", c.rel("trees"), "layers", c.rel("layers"), "refs", "tmp", "locks"} {
+	for _, rel := range []string{"trees", c.rel("trees"), "layers", c.rel("layers"), "admissions", c.rel("admissions"), "refs", "tmp", "locks"} {
 		dir := filepath.Join(abs, rel)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("creating %q: %w", dir, err)
@@ -176,9 +176,9 @@ func (c *Cache) Layer(d digest.Digest) (root string, ok bool) {
 }
 
 // cleanTmp removes tmp/ entries older than age whose owner is gone: entries
-// named tree-<hex>-* or layer-<hex>-* when that lock is free, others (ref
-// files, directories GC renamed away) once older than staleAfter. Errors are
-// ignored: a leftover only costs space, and the next Open tries again.
+// named tree-<hex>-* or layer-<hex>-* when that lock is free, others (files
+// being replaced, directories GC renamed away) once older than staleAfter.
+// Errors are ignored: a leftover only costs space, and the next Open tries again.
 func (c *Cache) cleanTmp(ctx context.Context, age time.Duration) {
 	entries, err := os.ReadDir(c.tmpDir())
 	if err != nil {

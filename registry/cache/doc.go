@@ -7,8 +7,11 @@
 //	<root>/trees/sha256/<blob>.files   what the tree must contain (path, mode, size, sha256)
 //	<root>/layers/sha256/<manifest>/   a layer root: hardlinks into trees, plus
 //	                                   .pylayer/manifest.json and .pylayer/lock.json
+//	<root>/admissions/sha256/<manifest>.json
+//	                                   who admitted the digest: each repository, trust
+//	                                   rule and signing key (or explicit unsigned rule)
 //	<root>/refs/<name>                 ref name -> manifest digest (written by the CLI)
-//	<root>/locks/                      flock files: layer-<hex>, tree-<hex>, hold-<hex>, gc
+//	<root>/locks/                      flock files: layer-, tree-, hold-, admit-<hex>, gc
 //	<root>/tmp/                        work in progress; nothing here is ever read back
 //
 // Everything under trees/ and layers/ appears by one atomic rename of a
@@ -23,6 +26,13 @@
 // count and sizes capped on the bytes actually read), and only after the blob
 // matched its digest. Install trusts its caller to have verified the manifest's
 // signature; it re-checks that the manifest bytes match the digest.
+//
+// The cache remembers who admitted each digest (Admit, Admissions): every
+// repository it came through, the trust rule that let it in and the keys that
+// signed it, or that the rule accepted it unsigned. Records are replaced
+// atomically under a lock, so concurrent admissions are all kept; they are read
+// with no network, so that callers can re-check the current policy against them
+// on every use. The cache keeps records and never judges them.
 //
 // The cache is for Linux and other unix systems (flock, hardlinks). It must
 // never import package registry or any transport (it is handed a Fetch

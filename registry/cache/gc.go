@@ -289,6 +289,7 @@ func (c *Cache) GC(ctx context.Context, maxBytes int64, keep []digest.Digest) (G
 	}
 	sort.Slice(rep.RemovedTrees, func(i, j int) bool { return rep.RemovedTrees[i] < rep.RemovedTrees[j] })
 	c.removeOrphanLists()
+	c.removeOrphanAdmissions(ctx)
 	return rep, nil
 }
 
@@ -314,6 +315,9 @@ func (c *Cache) removeLayer(ctx context.Context, hex string) (ok bool, err error
 	defer hl.release()
 	if err := c.moveAway(c.layerDir(hex)); err != nil {
 		return false, fmt.Errorf("removing layer sha256:%s: %w", hex, err)
+	}
+	if err := c.removeAdmissions(ctx, hex); err != nil {
+		return false, err
 	}
 	hl.removeAndRelease()
 	ll.removeAndRelease()

@@ -80,27 +80,7 @@ func (c *Cache) SetRef(ctx context.Context, name string, d digest.Digest) error 
 	if err := checkDigest(d); err != nil {
 		return fmt.Errorf("setting ref %q: %w", name, err)
 	}
-	tmp, err := os.CreateTemp(c.tmpDir(), "ref-*")
-	if err != nil {
-		return fmt.Errorf("setting ref %q: %w", name, err)
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.WriteString(string(d) + "\n")
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = fsync(tmp)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(c.root, "refs", file))
-	}
-	if err == nil {
-		err = syncDir(filepath.Join(c.root, "refs"))
-	}
+	err = c.replaceFile(filepath.Join(c.root, "refs", file), []byte(string(d)+"\n"))
 	if err != nil {
 		return fmt.Errorf("setting ref %q: %w", name, err)
 	}
