@@ -4,31 +4,44 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
 )
 
-// Verified is an artifact whose signature was checked against the trust policy.
+// Verified is an artifact whose signature was checked against the trust policy, and whose
+// manifest was checked against its config.
 type Verified struct {
 	Ref       Ref
-	Desc      v1.Descriptor // the manifest, by digest
-	Manifest  []byte        // its bytes, verified against Desc.Digest
-	Signature *sign.Result  // nil when the policy accepts unsigned artifacts here
-	Unsigned  bool          // verification was skipped by an explicit policy rule
+	Desc      v1.Descriptor  // the manifest, by digest
+	Manifest  []byte         // its bytes, verified against Desc.Digest
+	Config    []byte         // the config blob (the lock, or an interpreter's config), verified
+	Signature *sign.Result   // nil when the policy accepts unsigned artifacts here
+	Unsigned  bool           // verification was skipped by an explicit policy rule
+	Decision  trust.Decision // what the policy said for the repository
 }
 
 // ErrNotPylayer: the manifest is not a pylayer artifact.
 var ErrNotPylayer = errors.New("not a pylayer artifact")
 
+// ErrReferenceMismatch: the trust rule requires a signature that names the repository the
+// artifact comes from (require_docker_reference), and the trusted signatures name another.
+var ErrReferenceMismatch = errors.New("signed for another repository")
+
 // VerifyRef resolves ref in repo to a digest and checks its signature with the keys the
-// policy names for the repository, before anything else of the artifact is read. Only
-// then are the manifest bytes fetched (and checked against the digest). warn is told
-// when the policy skips verification, every time.
+// policy names for the repository, before anything else of the artifact is read (and, if
+// the rule requires it, that a trusted signature names this repository). Only then are
+// the manifest bytes fetched (and checked against the digest), and the config they name,
+// which must agree with the manifest (CheckConsistent). warn is told when the policy skips
+// verification, every time.
 func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn func(string)) (*Verified, error) {
 	dec, err := pol.For(repo.Name())
 	if err != nil {
@@ -43,7 +56,7 @@ func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn 
 			return nil, err
 		}
 	}
-	v := &Verified{Ref: ref, Desc: d}
+	v := &Verified{Ref: ref, Desc: d, Decision: dec}
 	if dec.Unsigned {
 		v.Unsigned = true
 		if warn != nil {
@@ -55,6 +68,9 @@ func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn 
 			return nil, err
 		}
 		if v.Signature, err = sign.Verify(ctx, repo, d, keys); err != nil {
+			return nil, err
+		}
+		if err := checkReference(v.Signature, dec, repo.Name(), d); err != nil {
 			return nil, err
 		}
 	}
@@ -69,22 +85,76 @@ func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn 
 	if m.ArtifactType != oci.ArtifactTypeLayer && m.ArtifactType != oci.ArtifactTypePython {
 		return nil, fmt.Errorf("%s@%s: %w (artifactType %q)", repo.Name(), d.Digest, ErrNotPylayer, m.ArtifactType)
 	}
+	if v.Config, err = readConfig(ctx, repo, m); err != nil {
+		return nil, fmt.Errorf("%s@%s: %w", repo.Name(), d.Digest, err)
+	}
+	if err := CheckConsistent(m, v.Config); err != nil {
+		return nil, fmt.Errorf("%s@%s: %w", repo.Name(), d.Digest, err)
+	}
 	v.Desc.Size = int64(len(raw))
 	v.Desc.ArtifactType = m.ArtifactType
 	v.Manifest = raw
 	return v, nil
 }
 
-// Pull verifies ref (see VerifyRef) and installs it into the host cache, fetching only the
-// blobs the cache lacks; it returns the layer root.
+// checkReference keeps the trusted signatures of res that the rule dec accepts for repo
+// (all of them, unless it requires their docker-reference to name repo); none is an error
+// wrapping ErrReferenceMismatch.
+func checkReference(res *sign.Result, dec trust.Decision, repo string, d v1.Descriptor) error {
+	var kept []sign.Signature
+	for _, s := range res.Verified {
+		if dec.AcceptsReference(s.DockerReference) {
+			kept = append(kept, s)
+		}
+	}
+	if len(kept) == 0 {
+		claims := make([]string, len(res.Verified))
+		for i, s := range res.Verified {
+			claims[i] = fmt.Sprintf("%q", s.DockerReference)
+		}
+		return fmt.Errorf("artifact %s@%s: %w: the trusted signatures name %s, and the trust rule %q requires one that names %s: pull it from the repository it was signed for, or sign it for this one",
+			repo, d.Digest, ErrReferenceMismatch, strings.Join(claims, ", "), dec.Rule.Match, dec.Repository)
+	}
+	res.Verified = kept
+	return nil
+}
+
+// readConfig fetches the config blob m names, within the limit of its kind.
+func readConfig(ctx context.Context, repo Repo, m *v1.Manifest) ([]byte, error) {
+	limit := int64(lock.MaxBytes)
+	if m.ArtifactType == oci.ArtifactTypePython {
+		limit = interp.MaxConfigBytes
+	}
+	if m.Config.Size > limit {
+		return nil, fmt.Errorf("%w: its config is %d bytes, the limit is %d", oci.ErrInvalidManifest, m.Config.Size, limit)
+	}
+	rc, err := repo.Blob(ctx, m.Config)
+	if err != nil {
+		return nil, fmt.Errorf("fetching its config: %w", err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, fmt.Errorf("fetching its config: %w", err)
+	}
+	return b, nil
+}
+
+// Pull verifies ref (see VerifyRef, which checks the manifest against its lock before
+// anything is unpacked) and installs it into the host cache, fetching only the blobs the
+// cache lacks, and records that repo admitted it. The installed artifact is then checked
+// like every use (CheckUse). It returns the layer root.
 func Pull(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, c *cache.Cache, progress func(cache.Event), warn func(string)) (string, *Verified, error) {
 	v, err := VerifyRef(ctx, repo, ref, pol, warn)
 	if err != nil {
 		return "", nil, err
 	}
-	root, err := c.Install(ctx, v.Desc.Digest, v.Manifest, repo.Blob, progress)
+	if _, err := install(ctx, c, repo, v, progress); err != nil {
+		return "", nil, err
+	}
+	u, err := CheckUse(ctx, c, pol, repo.Name(), v.Desc.Digest)
 	if err != nil {
 		return "", nil, err
 	}
-	return root, v, nil
+	return u.Root, v, nil
 }

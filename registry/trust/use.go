@@ -30,8 +30,8 @@ type Admission struct {
 // files. It is the caller's cryptography, so that this package needs none.
 type KeyIDs func(keyFiles []string) ([]string, error)
 
-// Permits returns an admission under which the current policy lets an artifact be used from
-// repo, or an error wrapping ErrNotAdmitted (or ErrNoPolicy) that says why none does and what
+// Permits returns the index in admitted of an admission under which the current policy lets
+// an artifact be used from repo, or an error wrapping ErrNotAdmitted (or ErrNoPolicy) that says why none does and what
 // to do. It needs no network: ids reads the policy's key files. An admission counts when:
 //
 //   - it came through repo itself (in Normalize form) and the rule for repo still accepts
@@ -42,13 +42,13 @@ type KeyIDs func(keyFiles []string) ([]string, error)
 //     artifacts). An unsigned admission never counts for another repository.
 //
 // A rule with require_docker_reference counts only signatures that name its repository.
-func (p *Policy) Permits(repo string, admitted []Admission, ids KeyIDs) (Admission, error) {
+func (p *Policy) Permits(repo string, admitted []Admission, ids KeyIDs) (int, error) {
 	dec, err := p.For(repo)
 	if err != nil {
-		return Admission{}, err
+		return -1, err
 	}
 	if len(admitted) == 0 {
-		return Admission{}, fmt.Errorf("%w: the host cache has no record of who admitted it (an older pylayer installed it, or the record was lost): pull it again from %s", ErrNotAdmitted, dec.Repository)
+		return -1, fmt.Errorf("%w: the host cache has no record of who admitted it (an older pylayer installed it, or the record was lost): pull it again from %s", ErrNotAdmitted, dec.Repository)
 	}
 	memo := map[string][]string{}
 	keysOf := func(d Decision) ([]string, error) {
@@ -64,18 +64,18 @@ func (p *Policy) Permits(repo string, admitted []Admission, ids KeyIDs) (Admissi
 		return got, nil
 	}
 	var why []string
-	for _, a := range admitted {
+	for i, a := range admitted {
 		reason, err := p.permits(dec, a, keysOf)
 		if err != nil {
-			return Admission{}, err
+			return -1, err
 		}
 		if reason == "" {
-			return a, nil
+			return i, nil
 		}
 		why = append(why, reason)
 	}
 	slices.Sort(why)
-	return Admission{}, fmt.Errorf("%w: %s", ErrNotAdmitted, strings.Join(slices.Compact(why), "; "))
+	return -1, fmt.Errorf("%w: %s", ErrNotAdmitted, strings.Join(slices.Compact(why), "; "))
 }
 
 // permits says why admission a does not count for dec's repository ("" when it does).

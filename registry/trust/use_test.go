@@ -123,17 +123,20 @@ func TestPermits(t *testing.T) {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
 				}
-				if w := c.admitted[c.want]; got.Repository != w.Repository || got.Unsigned != w.Unsigned {
-					t.Fatalf("permitted by %+v, want %+v", got, w)
+				if got != c.want {
+					t.Fatalf("permitted by admission %d, want %d", got, c.want)
 				}
 				return
+			}
+			if got != -1 {
+				t.Errorf("refused, but returned index %d", got)
 			}
 			want := c.err
 			if want == nil {
 				want = ErrNotAdmitted
 			}
 			if !errors.Is(err, want) {
-				t.Fatalf("got %+v, %v; want an error wrapping %v", got, err, want)
+				t.Fatalf("got %d, %v; want an error wrapping %v", got, err, want)
 			}
 			for _, s := range c.why {
 				if !strings.Contains(err.Error(), s) {
