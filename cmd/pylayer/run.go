@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -174,62 +175,24 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 }
 
 // ensureLayer returns the cache root of ref, pulling and verifying it when it is missing,
-// and holds it against gc. A reference by digest that the cache has needs no network.
+// and holds it against gc. Every use re-checks the current trust policy against how the
+// cache admitted the digest (registry.Ensure): a reference by digest that the cache has
+// needs no network, and is refused when the policy no longer accepts it.
 func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mounted, error) {
-	ctx := cmd.Context()
 	ref, err := registry.ParseRef(s)
 	if err != nil {
 		return mounted{}, err
 	}
-	// The registry is opened, and the signature verified, at most once: for a tag to learn
-	// the digest, and then only if the cache lacks the layer.
-	var repo registry.Repo
-	var v *registry.Verified
-	verify := func() error {
-		pol, err := f.policy()
-		if err != nil {
-			return err
-		}
-		if repo, err = registry.Open(ctx, ref, f.options(cmd)); err != nil {
-			return err
-		}
-		v, err = registry.VerifyRef(ctx, repo, ref, pol, warner(cmd))
-		return err
-	}
-	if ref.Digest == "" {
-		if err := verify(); err != nil {
-			return mounted{}, err
-		}
-		ref.Digest = v.Desc.Digest
-	}
-	d := ref.Digest
-	release, err := c.Hold(ctx, d)
+	pol, err := f.policy()
 	if err != nil {
 		return mounted{}, err
 	}
-	root, ok := c.Layer(d)
-	if !ok {
-		if v == nil {
-			err = verify()
-		}
-		if err == nil {
-			root, err = c.Install(ctx, d, v.Manifest, repo.Blob, pullProgress(cmd.ErrOrStderr()))
-		}
-		if err == nil {
-			// A ref keeps what a session was pulled for from gc, like pylayer pull does.
-			err = c.SetRef(ctx, repo.Name()+"@"+d.String(), d)
-		}
-		if err != nil {
-			release()
-			return mounted{}, err
-		}
-	}
-	kind, err := layerKind(root)
+	open := func(ctx context.Context) (registry.Repo, error) { return registry.Open(ctx, ref, f.options(cmd)) }
+	u, release, err := registry.Ensure(cmd.Context(), c, ref, pol, open, pullProgress(cmd.ErrOrStderr()), warner(cmd))
 	if err != nil {
-		release()
 		return mounted{}, err
 	}
-	return mounted{root: root, kind: kind, digest: d, release: release}, nil
+	return mounted{root: u.Root, kind: u.Kind, digest: u.Digest, release: release}, nil
 }
 
 // layerKind reads the kind of an installed layer from the manifest the cache keeps beside it.
