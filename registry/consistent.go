@@ -26,7 +26,14 @@ func CheckConsistent(m *v1.Manifest, config []byte) error {
 		return fmt.Errorf("%w (%s): do not use it", ErrInconsistent, fmt.Sprintf(format, args...))
 	}
 	switch m.ArtifactType {
-	case oci.ArtifactTypePython:
+	case oci.ArtifactTypePython, oci.ArtifactTypeLayer:
+		if want := oci.ConfigMediaType(m.ArtifactType); m.Config.MediaType != want {
+			return bad("its config is a %q, not a %q", m.Config.MediaType, want)
+		}
+	default:
+		return fmt.Errorf("%w (artifactType %q)", ErrNotPylayer, m.ArtifactType)
+	}
+	if m.ArtifactType == oci.ArtifactTypePython {
 		if _, err := interp.ParseConfig(config); err != nil {
 			return fmt.Errorf("interpreter config: %w", err)
 		}
@@ -37,9 +44,6 @@ func CheckConsistent(m *v1.Manifest, config []byte) error {
 			return bad("an interpreter whose kind annotation is %q", k)
 		}
 		return nil
-	case oci.ArtifactTypeLayer:
-	default:
-		return fmt.Errorf("%w (artifactType %q)", ErrNotPylayer, m.ArtifactType)
 	}
 	l, err := lock.Parse(config)
 	if err != nil {

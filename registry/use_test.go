@@ -326,7 +326,11 @@ func TestCheckConsistent(t *testing.T) {
 		{"wheel title", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[v1.AnnotationTitle] = "evil-1.0-py3-none-any.whl" }), a.Config, "evil"},
 		{"config not a lock", mk(nil), []byte(`{"lock":"test"}`), "invalid lock"},
 		{"not pylayer", mk(func(m *v1.Manifest) { m.ArtifactType = "application/x" }), a.Config, "not a pylayer artifact"},
-		{"interpreter kind on a layer config", mk(func(m *v1.Manifest) { m.ArtifactType = oci.ArtifactTypePython }), a.Config, "interpreter config"},
+		{"config media type", mk(func(m *v1.Manifest) { m.Config.MediaType = "application/json" }), a.Config, "its config is a"},
+		{"interpreter type on a layer", mk(func(m *v1.Manifest) { m.ArtifactType = oci.ArtifactTypePython }), a.Config, "its config is a"},
+		{"interpreter config that is a lock", mk(func(m *v1.Manifest) {
+			m.ArtifactType, m.Config.MediaType = oci.ArtifactTypePython, oci.ConfigMediaType(oci.ArtifactTypePython)
+		}), a.Config, "interpreter config"},
 	} {
 		err := CheckConsistent(c.m, c.config)
 		switch {
