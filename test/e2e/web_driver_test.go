@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,64 +22,48 @@ import (
 
 const webElementKey = "element-6066-11e4-a52e-4f735466cecf"
 
-var webInstallOnce sync.Once
-var webInstallErr error
-
-// webEnsureChromium installs chromium and chromium-driver with apt-get when missing.
+// webEnsureChromium finds chromedriver on $PATH and the chromium it drives. The test never
+// installs them: `make deps` does (Debian's chromium and chromium-driver).
 func webEnsureChromium(t testing.TB) (chromium, driver string) {
 	t.Helper()
-	webInstallOnce.Do(func() {
-		if _, err := exec.LookPath("chromedriver"); err == nil {
-			return
-		}
-		if os.Geteuid() != 0 {
-			webInstallErr = fmt.Errorf("chromium and chromedriver are missing and installing them needs root: apt-get install -y chromium chromium-driver")
-			return
-		}
-		out, err := exec.Command("apt-get", "install", "-y", "chromium", "chromium-driver").CombinedOutput()
-		if err != nil {
-			upd, _ := exec.Command("apt-get", "update").CombinedOutput()
-			if out2, err2 := exec.Command("apt-get", "install", "-y", "chromium", "chromium-driver").CombinedOutput(); err2 != nil {
-				webInstallErr = fmt.Errorf("apt-get install chromium chromium-driver: %v\n%s\n%s\n%s", err2, out, upd, out2)
-			}
-		}
-	})
-	if webInstallErr != nil {
-		t.Fatal(webInstallErr)
-	}
 	driver, err := exec.LookPath("chromedriver")
 	if err != nil {
-		t.Fatalf("chromedriver: %v", err)
+		t.Fatalf("chromedriver is not on $PATH (%v): run `make deps`, which installs Debian's chromium and chromium-driver", err)
 	}
 	chromium = "/usr/lib/chromium/chromium" // the binary behind Debian's /usr/bin/chromium wrapper
 	if _, err := os.Stat(chromium); err != nil {
 		if chromium, err = exec.LookPath("chromium"); err != nil {
-			t.Fatalf("chromium: %v", err)
+			t.Fatalf("chromium is not installed (%v): run `make deps`", err)
 		}
 	}
 	return chromium, driver
 }
 
-// webAxe returns axe-core's axe.min.js, installed once with npm into a cache directory.
+// webAxePath is where `make deps` puts axe-core:
+// ${PYLAYER_TOOLS:-~/.cache/pylayer/tools}/axe-core/node_modules/axe-core/axe.min.js.
+func webAxePath() (string, error) {
+	tools := os.Getenv("PYLAYER_TOOLS")
+	if tools == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no $PYLAYER_TOOLS and no home directory: %w", err)
+		}
+		tools = filepath.Join(home, ".cache", "pylayer", "tools")
+	}
+	return filepath.Join(tools, "axe-core", "node_modules", "axe-core", "axe.min.js"), nil
+}
+
+// webAxe returns axe-core's axe.min.js as `make deps` installed it; the test never fetches it.
 func webAxe(t testing.TB) []byte {
 	t.Helper()
-	dir := filepath.Join(os.TempDir(), "pylayer-test-axe")
-	path := filepath.Join(dir, "node_modules", "axe-core", "axe.min.js")
-	if b, err := os.ReadFile(path); err == nil {
-		return b
-	}
-	npm, err := exec.LookPath("npm")
+	path, err := webAxePath()
 	if err != nil {
-		t.Fatalf("npm is needed once to fetch axe-core (apt-get install -y npm): %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, npm, "install", "--no-audit", "--no-fund", "--prefix", dir, "axe-core@4").CombinedOutput(); err != nil {
-		t.Fatalf("npm install axe-core@4: %v\n%s", err, out)
+		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("axe-core installed but: %v", err)
+		t.Fatalf("axe-core is missing (%v): run `make deps`, which installs it with npm install --prefix %s axe-core@4",
+			err, filepath.Dir(filepath.Dir(filepath.Dir(path))))
 	}
 	return b
 }
@@ -99,6 +81,7 @@ type webBrowser struct {
 func webStart(t testing.TB, shots string) *webBrowser {
 	t.Helper()
 	chromium, driver := webEnsureChromium(t)
+	axe := webAxe(t) // before anything starts: a missing tool fails at once
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +112,7 @@ func webStart(t testing.TB, shots string) *webBrowser {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	b := &webBrowser{t: t, base: url, shots: shots, mirror: "/tmp/pylayer-screens"}
+	b := &webBrowser{t: t, base: url, shots: shots, mirror: "/tmp/pylayer-screens", axe: axe}
 	profile := t.TempDir()
 	caps := map[string]any{"capabilities": map[string]any{"alwaysMatch": map[string]any{
 		"browserName": "chrome",
@@ -366,9 +349,6 @@ type axeViolation struct {
 // checkAxe runs axe-core on the page as it is and fails on serious or critical violations.
 func (b *webBrowser) checkAxe(what string) {
 	b.t.Helper()
-	if b.axe == nil {
-		b.axe = webAxe(b.t)
-	}
 	var loaded bool
 	b.js(&loaded, "return typeof window.axe === 'object'")
 	if !loaded {
