@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,6 +22,12 @@ const webCatalog = `{"base": ["pin"], "allow": [{"name": "foo"}]}`
 
 // webXSS is a deny reason that would run script if the page ever rendered data as HTML.
 const webXSS = `<img src=x onerror="window.__pwned=1"><script>window.__pwned=1</script> not today`
+
+// webShortJS defines webShort(root, digest) for the page's scripts: true when root shows
+// the digest short (its 12 first hex characters) with the full value as title and data-full.
+const webShortJS = `const webShort = (root, full) => !!root && [...root.querySelectorAll("[data-full]")].some((c) =>
+	c.dataset.full === full && c.title === full && c.textContent === full.replace(/^sha256:/, "").slice(0, 12));
+`
 
 // webStartServer starts cmd, returns the first line it prints (its URL) and stops it with
 // SIGTERM when the test ends, logging its stderr if the test failed.
@@ -184,10 +191,30 @@ func TestWebApprover(t *testing.T) {
 	}
 	b.screenshot("03-requests-bound")
 	b.click(`[data-view="sessions"]`)
-	b.waitJS("the binding", `const s = document.querySelector(arguments[0]); return !!s && s.textContent.includes(arguments[1]) && s.textContent.includes("offlist 1.0")`,
+	b.waitJS("the binding", webShortJS+`const s = document.querySelector(arguments[0]);
+		return !!s && s.textContent.includes("offlist 1.0") && webShort(s, arguments[1])`,
 		`[data-session="`+ses+`"]`, r1.Digest)
 	b.screenshot("04-sessions-bound")
 	b.checkAxe("sessions")
+
+	// An open <details> stays open (the same element) while the sessions list refreshes: a
+	// second session appears.
+	b.click(`[data-session="` + ses + `"] details summary`)
+	b.waitJS("the base packages open", `const d = document.querySelector(arguments[0]); window.__details = d; return !!d && d.open`,
+		`[data-session="`+ses+`"] details`)
+	var cs2 struct {
+		Session struct {
+			ID string `json:"id"`
+		} `json:"session"`
+	}
+	webAPI(t, "POST", url+"/v1/sessions", owner, map[string]any{}, 201, &cs2)
+	b.waitJS("the second session", `return !!document.querySelector(arguments[0])`, `#sessions [data-session="`+cs2.Session.ID+`"]`)
+	var kept struct{ Same, Open bool }
+	b.js(&kept, `const d = document.querySelector(arguments[0]); return {Same: d === window.__details, Open: !!d && d.open}`,
+		`[data-session="`+ses+`"] details`)
+	if !kept.Same || !kept.Open {
+		t.Errorf("after a refresh the base packages <details> is the same element: %v, open: %v; want both", kept.Same, kept.Open)
+	}
 
 	// Deny, with a reason that is HTML: shown as text, never run.
 	var r2 webReq
@@ -197,7 +224,40 @@ func TestWebApprover(t *testing.T) {
 	b.waitJS("the second request", `return !!document.querySelector(arguments[0])`, card2)
 	b.click(card2 + ` button.danger`) // without a reason: the page asks for one
 	b.waitJS("the reason prompt", `return document.getElementById("error").textContent.includes("reason")`)
-	b.typeInto(`#deny-reason-`+r2.ID, webXSS, true)
+
+	// Half the reason typed, part of it selected, the page scrolled down: a refresh (a third
+	// request arrives) keeps the same input focused, its text and selection, and the scroll.
+	reason := `#deny-reason-` + r2.ID
+	half := len(webXSS) / 2
+	b.typeInto(reason, webXSS[:half], true)
+	b.viewport(1280, 480) // short, so that the page scrolls
+	var before struct{ Y float64 }
+	b.js(&before, `const i = document.querySelector(arguments[0]); window.__reason = i;
+		i.focus(); i.setSelectionRange(2, 7); i.scrollIntoView({block: "start"});
+		return {Y: window.scrollY}`, reason)
+	if before.Y <= 0 {
+		t.Fatalf("the page did not scroll down to the deny reason (scrollY %v)", before.Y)
+	}
+	var r3 webReq
+	webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{"offlist2==1.0"}}, 201, &r3)
+	b.waitJS("the third request", `return !!document.querySelector(arguments[0])`, `#pending [data-request="`+r3.ID+`"]`)
+	var after struct {
+		Same, Focused bool
+		Value         string
+		Start, End    int
+		Y             float64
+	}
+	b.js(&after, `const i = window.__reason;
+		return {Same: document.querySelector(arguments[0]) === i, Focused: document.activeElement === i,
+			Value: i.value, Start: i.selectionStart, End: i.selectionEnd, Y: window.scrollY}`, reason)
+	if !after.Same || !after.Focused || after.Value != webXSS[:half] || after.Start != 2 || after.End != 7 || after.Y != before.Y {
+		t.Errorf("after a refresh: same input %v, focused %v, value %q, selection %d-%d, scrollY %v; want true, true, %q, 2-7, %v",
+			after.Same, after.Focused, after.Value, after.Start, after.End, after.Y, webXSS[:half], before.Y)
+	}
+	b.screenshot("05-requests-typing")
+	b.viewport(1280, 900)
+	b.js(nil, `const i = document.querySelector(arguments[0]); i.setSelectionRange(i.value.length, i.value.length)`, reason)
+	b.typeInto(reason, webXSS[half:], false)
 	b.click(card2 + ` button.danger`)
 	b.waitJS("the denial", `const c = document.querySelector(arguments[0]);
 		return !!c && c.querySelector(".badge").textContent === "denied" && c.textContent.includes(arguments[1])`, card2, webXSS)
@@ -211,6 +271,7 @@ func TestWebApprover(t *testing.T) {
 		t.Fatalf("denied request as the agent sees it: %+v", r2)
 	}
 	b.screenshot("05-requests-denied")
+	webAPI(t, "POST", url+"/v1/requests/"+r3.ID+"/deny", owner, map[string]any{"reason": "asked twice"}, 200, nil)
 
 	// CSRF: the page's own script cannot change anything without the header.
 	var csrf struct{ NoHeader, WrongHeader int }
@@ -249,16 +310,36 @@ func TestWebApprover(t *testing.T) {
 	}
 	b.click(`[data-view="sessions"]`)
 	b.click(`[data-session="` + ses + `"] .actions button:not(.secondary)`)
-	b.waitJS("the rebased session", `const s = document.querySelector(arguments[0]);
-		return !!s && s.querySelector('[data-field="base"]').textContent === arguments[1]`, `[data-session="`+ses+`"]`, base2)
+	b.waitJS("the rebased session", webShortJS+`const s = document.querySelector(arguments[0]);
+		return !!s && webShort(s.querySelector('[data-field="base"]'), arguments[1])`, `[data-session="`+ses+`"]`, base2)
 	b.screenshot("07-sessions-rebased")
 
 	// Layers: what the broker's host holds and what sessions are bound to. Audit, filtered by session.
 	b.click(`[data-view="layers"]`)
-	b.waitJS("the layers view", `return document.getElementById("layers").textContent.includes(arguments[0]) &&
-		document.getElementById("bound").textContent.includes(arguments[0])`, base2)
+	b.waitJS("the layers view", webShortJS+`return webShort(document.getElementById("layers"), arguments[0]) &&
+		webShort(document.getElementById("bound"), arguments[0])`, base2)
 	b.screenshot("08-layers")
 	b.checkAxe("layers")
+
+	// Copying a short digest, or a row holding one, copies the full values.
+	var cp struct{ One, Row, Ref string }
+	b.js(&cp, `const c = document.querySelector("#layers code.digest[data-full='" + arguments[0] + "']");
+		const tr = c.closest("tr"), sel = getSelection(), r = document.createRange();
+		const copy = (range) => { sel.removeAllRanges(); sel.addRange(range); const dt = new DataTransfer();
+			c.dispatchEvent(new ClipboardEvent("copy", {clipboardData: dt, bubbles: true, cancelable: true})); return dt.getData("text/plain"); };
+		r.setStart(c.firstChild, 2); r.setEnd(c.firstChild, 6);
+		const one = copy(r);
+		const whole = document.createRange(); whole.selectNodeContents(tr);
+		const row = copy(whole);
+		sel.removeAllRanges();
+		const ref = tr.querySelector("code.ref");
+		return {One: one, Row: row, Ref: ref ? ref.dataset.full : ""}`, base2)
+	if cp.One != base2 {
+		t.Errorf("copying part of a short digest put %q on the clipboard, want %s", cp.One, base2)
+	}
+	if !strings.Contains(cp.Row, base2) || cp.Ref == "" || !strings.Contains(cp.Row, cp.Ref) {
+		t.Errorf("copying the layer's row put %q on the clipboard, want the full digest %s and reference %q in it", cp.Row, base2, cp.Ref)
+	}
 	b.click(`[data-view="audit"]`)
 	b.js(nil, `const s = document.getElementById("audit-session"); s.value = arguments[0]; s.dispatchEvent(new Event("change"))`, ses)
 	b.waitJS("the session's audit log", `const a = document.getElementById("audit").textContent;
@@ -266,43 +347,120 @@ func TestWebApprover(t *testing.T) {
 	b.screenshot("09-audit")
 	b.checkAxe("audit")
 
-	// Keyboard: Tab reaches every control of the view, each with a visible focus ring.
+	// Desktop width: every table header is one line (never "Ki nd"), every table fits
+	// without scrolling, the page never scrolls sideways.
+	for _, v := range []string{"requests", "sessions", "layers", "audit"} {
+		b.click(`[data-view="` + v + `"]`)
+		b.waitJS("the "+v+" view", `return !document.getElementById("view-" + arguments[0]).hidden`, v)
+		var lay struct {
+			Headers int
+			Bad     []string
+			Over    bool
+		}
+		b.js(&lay, `const view = document.getElementById("view-" + arguments[0]), bad = [];
+			const ths = [...view.querySelectorAll("th")];
+			for (const th of ths) {
+				const r = document.createRange(); r.selectNodeContents(th);
+				const lines = new Set([...r.getClientRects()].map((q) => Math.round(q.top))).size;
+				const s = getComputedStyle(th), line = parseFloat(s.lineHeight);
+				const inner = th.clientHeight - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom);
+				if (lines !== 1 || !(inner < 1.5 * line)) bad.push(th.textContent + ": " + lines + " lines, " + inner + "px high for " + line + "px lines");
+			}
+			for (const w of view.querySelectorAll(".table-wrap")) {
+				if (w.scrollWidth > w.clientWidth + 1) bad.push(w.getAttribute("aria-label") + ": " + w.scrollWidth + "px wide in " + w.clientWidth + "px");
+			}
+			return {Headers: ths.length, Bad: bad, Over: document.documentElement.scrollWidth > window.innerWidth + 1}`, v)
+		if lay.Headers == 0 && (v == "layers" || v == "audit") {
+			t.Errorf("the %s view at 1280px has no table headers to check", v)
+		}
+		for _, bad := range lay.Bad {
+			t.Errorf("the %s view at 1280px: %s", v, bad)
+		}
+		if lay.Over {
+			t.Errorf("the %s view scrolls sideways at 1280px", v)
+		}
+	}
+
+	// Keyboard: Tab reaches every control of the view in order, each with a visible focus
+	// ring, while the page refreshes under it (an agent request the policy rejects, every
+	// few steps): focus stays on the same element through each refresh.
+	rejected := 0
+	refreshUnder := func(k int) {
+		t.Helper()
+		rejected++
+		var r webReq
+		webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{fmt.Sprintf("nosuch%d", rejected)}}, 201, &r)
+		if r.State != "rejected" {
+			t.Fatalf("a request for a package the index lacks: %+v, want rejected", r)
+		}
+		b.waitJS("the rejected request", `return !!document.querySelector(arguments[0])`, `#recent [data-request="`+r.ID+`"]`)
+		var same bool
+		b.js(&same, `return document.activeElement === window.__kbd[arguments[0]]`, k)
+		if !same {
+			t.Errorf("a refresh took the focus off control %d", k)
+		}
+	}
 	b.click(`[data-view="requests"]`)
 	b.js(nil, `document.activeElement.blur(); window.scrollTo(0, 0)`)
-	var want []string
-	b.js(&want, `return [...document.querySelectorAll("button, input, select, a[href], [tabindex='0']")]
-		.filter((e) => e.offsetParent !== null && !e.disabled).map((e, i) => e.dataset.kbd = "k" + i)`)
-	reached := map[string]bool{}
-	for i := 0; i < len(want)+5 && len(reached) < len(want); i++ {
+	var n int
+	b.js(&n, `window.__kbd = [...document.querySelectorAll("button, input, select, a[href], [tabindex='0']")]
+		.filter((e) => e.offsetParent !== null && !e.disabled); return window.__kbd.length`)
+	reached := map[int]bool{}
+	prev := -1
+	for i := 0; i < n+10 && len(reached) < n; i++ {
 		b.key("\uE004")
 		var got struct {
-			K       string
+			K       int
 			Outline string
 		}
 		b.js(&got, `const e = document.activeElement; const s = getComputedStyle(e);
-			return {K: e.dataset.kbd || "", Outline: s.outlineStyle + " " + s.outlineWidth}`)
-		if got.K != "" {
-			reached[got.K] = true
-			if strings.HasPrefix(got.Outline, "none") || strings.HasSuffix(got.Outline, " 0px") {
-				t.Errorf("focus on control %s has no visible outline (%s)", got.K, got.Outline)
-			}
+			return {K: window.__kbd.indexOf(e), Outline: s.outlineStyle + " " + s.outlineWidth}`)
+		if got.K < 0 {
+			continue // the document itself, between the last control and the first
+		}
+		if prev >= 0 && got.K != (prev+1)%n {
+			t.Errorf("Tab went from control %d to %d, want %d", prev, got.K, (prev+1)%n)
+		}
+		prev = got.K
+		reached[got.K] = true
+		if strings.HasPrefix(got.Outline, "none") || strings.HasSuffix(got.Outline, " 0px") {
+			t.Errorf("focus on control %d has no visible outline (%s)", got.K, got.Outline)
+		}
+		if len(reached)%4 == 1 {
+			refreshUnder(got.K)
 		}
 	}
-	if len(reached) != len(want) {
-		t.Errorf("Tab reached %d of %d controls", len(reached), len(want))
+	if len(reached) != n {
+		t.Errorf("Tab reached %d of %d controls", len(reached), n)
+	}
+	if rejected < 3 {
+		t.Errorf("the page refreshed %d times during the Tab walk, want at least 3", rejected)
 	}
 
-	// A phone's width: no horizontal scrolling, every view checked by axe again.
+	// A phone's width: no horizontal scrolling, not even inside a table (rows stack), every
+	// view checked by axe again; a stacked table is still a table to assistive technology.
 	b.viewport(375, 812)
 	for _, v := range []string{"requests", "sessions", "layers", "audit"} {
 		b.click(`[data-view="` + v + `"]`)
 		b.waitJS("the "+v+" view", `return !document.getElementById("view-" + arguments[0]).hidden`, v)
-		var over bool
-		b.js(&over, `return document.documentElement.scrollWidth > window.innerWidth + 1`)
-		if over {
-			t.Errorf("the %s view scrolls sideways at 375px", v)
+		var over []string
+		b.js(&over, `const o = [...document.querySelectorAll("#view-" + arguments[0] + " .table-wrap")]
+			.filter((w) => w.scrollWidth > w.clientWidth + 1).map((w) => w.getAttribute("aria-label"));
+			if (document.documentElement.scrollWidth > window.innerWidth + 1) o.push("the page");
+			return o`, v)
+		for _, o := range over {
+			t.Errorf("the %s view at 375px: %s scrolls sideways", v, o)
 		}
-		b.screenshot("10-phone-" + v)
+		if v == "audit" {
+			for css, want := range map[string]string{"#audit table": "table", "#audit th": "columnheader", "#audit td": "cell"} {
+				var role string
+				b.retry(css, func(id string) error { return b.try("GET", "/element/"+id+"/computedrole", nil, &role) })
+				if role != want {
+					t.Errorf("at 375px %s has the role %q, want %q", css, role, want)
+				}
+			}
+		}
+		b.screenshot("10-phone-" + v) // 10-phone-layers: the layers at 375px (08-layers: at 1280px)
 		b.checkAxe(v + " at 375px")
 	}
 

@@ -19,21 +19,101 @@
   const $ = (id) => document.getElementById(id);
 
   // el builds an element; attrs are set as properties or attributes, children are nodes
-  // or strings (always text).
+  // or strings (always text). An on<event> attr is kept on the element (_on) and reached
+  // through one shared listener, so morph can hand an element that stays in the page the
+  // handler of its newest rendering: a handler always sees fresh data.
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (v === undefined || v === null || v === false) continue;
       if (k === "class") e.className = v;
       else if (k === "text") e.textContent = v;
-      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v === true ? "" : String(v));
+      else if (k.startsWith("on")) {
+        (e._on || (e._on = {}))[k.slice(2)] = v;
+        e.addEventListener(k.slice(2), dispatch);
+      } else e.setAttribute(k, v === true ? "" : String(v));
     }
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.append(c instanceof Node ? c : document.createTextNode(String(c)));
     }
     return e;
+  }
+
+  function dispatch(ev) {
+    const h = this._on && this._on[ev.type];
+    if (h) return h.call(this, ev);
+  }
+
+  // ---- morph: patch the page instead of rebuilding it ----
+  //
+  // A refresh builds the new nodes with el() and morph patches them into the page: children
+  // are matched by key (id, data-request, data-session, data-key; else tag, class and
+  // position among their like), a match is updated in place (attributes, text, handlers,
+  // its children in turn) and kept, everything else is inserted or removed. The element
+  // that holds the focus is never moved or replaced: its siblings move around it. So focus,
+  // caret and selection, what is typed, chosen files, scroll positions and <details open>
+  // (the user's, never the render's) all stay.
+
+  function keyOf(n, seen) {
+    let kind;
+    if (n.nodeType === Node.ELEMENT_NODE) {
+      const k = n.id || n.dataset.request || n.dataset.session || n.dataset.key;
+      if (k) return "=" + k;
+      kind = n.nodeName + "." + n.className;
+    } else kind = "#" + n.nodeType;
+    const i = seen.get(kind) || 0;
+    seen.set(kind, i + 1);
+    return kind + "/" + i;
+  }
+
+  function sameKind(a, b) {
+    return a.nodeType === b.nodeType && a.nodeName === b.nodeName &&
+      (a.nodeName !== "INPUT" || a.type === b.type);
+  }
+
+  function morph(parent, next) {
+    const old = new Map();
+    let seen = new Map();
+    for (const o of parent.childNodes) old.set(keyOf(o, seen), o);
+    seen = new Map();
+    const focus = document.activeElement;
+    let cursor = parent.firstChild; // everything before it is in place
+    for (const n of next) {
+      const k = keyOf(n, seen);
+      let m = old.get(k);
+      if (m && sameKind(m, n)) {
+        old.delete(k);
+        patch(m, n);
+      } else m = n;
+      if (m === cursor) { cursor = cursor.nextSibling; continue; }
+      if (m.isConnected && focus && m.contains(focus)) {
+        // m is further down: move what lies between to the end instead of moving m.
+        // Those nodes are placed later or removed below.
+        while (cursor !== m) { const c = cursor; cursor = cursor.nextSibling; parent.append(c); }
+        cursor = m.nextSibling;
+        continue;
+      }
+      parent.insertBefore(m, cursor);
+    }
+    while (cursor) { const c = cursor; cursor = cursor.nextSibling; c.remove(); }
+  }
+
+  function patch(o, n) {
+    if (o.nodeType !== Node.ELEMENT_NODE) {
+      if (o.nodeValue !== n.nodeValue) o.nodeValue = n.nodeValue;
+      return;
+    }
+    const userOwned = (name) => name === "open" && o.nodeName === "DETAILS";
+    for (const a of n.attributes) {
+      if (!userOwned(a.name) && o.getAttribute(a.name) !== a.value) o.setAttribute(a.name, a.value);
+    }
+    for (const a of [...o.attributes]) {
+      if (!userOwned(a.name) && !n.hasAttribute(a.name)) o.removeAttribute(a.name);
+    }
+    for (const type of Object.keys(n._on || {})) o.addEventListener(type, dispatch); // once per type
+    o._on = n._on;
+    morph(o, [...n.childNodes]);
   }
 
   function size(n) {
@@ -51,6 +131,63 @@
   }
 
   function short(d) { return d ? String(d).replace(/^sha256:/, "").slice(0, 12) : ""; }
+
+  // ---- short values ----
+  //
+  // Digests show as their first 12 hex characters, and every other run of 32 or more hex
+  // characters (a digest in a reference, a session or request id in a table) is cut to 12
+  // the same way. The full value is the element's title (on hover) and its data-full.
+  //
+  // Copying: selecting a short value copies the full one (the copy handler below), rather
+  // than a copy button beside each value. A button per digest would add a Tab stop to every
+  // table row and a 44px target to every cell, widening the very tables the short values
+  // narrow; the Clipboard API a button needs is also missing on a broker served over plain
+  // http (not a secure context), while the copy event works everywhere. Keyboard users copy
+  // the same way: Ctrl+A, Ctrl+C copies the page with every value in full.
+
+  const LONG_HEX = /[0-9a-f]{32,}/g;
+  const TOKEN = /([\w.:/@+-]*[0-9a-f]{32}[\w.:/@+-]*)/; // a word holding a long hex run
+
+  function cut(s) { return s.replace(LONG_HEX, (h) => h.slice(0, 12)); }
+
+  // digest shows a sha256: digest as 12 hex characters.
+  function digest(d) {
+    if (!d) return "none";
+    return el("code", { class: "digest", title: d, "data-full": d }, short(d));
+  }
+
+  // shortened is text with each word that holds a long hex run cut to a short value.
+  function shortened(text, cls) {
+    const parts = String(text || "").split(TOKEN);
+    if (parts.length === 1) return parts[0];
+    return parts.map((p, i) => i % 2 === 0 ? p
+      : el("code", { class: cls || "ref", title: p, "data-full": p }, cut(p)));
+  }
+
+  // onCopy puts the full values on the clipboard when the selection holds short ones.
+  function onCopy(ev) {
+    if (ev.target instanceof HTMLInputElement) return; // text typed in a field: as typed
+    const sel = document.getSelection();
+    if (!sel || sel.isCollapsed || !sel.rangeCount || !ev.clipboardData) return;
+    const within = sel.getRangeAt(0).commonAncestorContainer;
+    const one = (within.nodeType === Node.ELEMENT_NODE ? within : within.parentElement).closest("[data-full]");
+    let text;
+    if (one) text = one.dataset.full; // inside one value: all of it, however little is selected
+    else {
+      const whole = [...document.querySelectorAll("[data-full]")].filter((e) => e.getClientRects().length && sel.containsNode(e, false));
+      if (!whole.length) return;
+      text = sel.toString();
+      let at = 0;
+      for (const e of whole) { // in document order, as in the selection's text
+        const i = text.indexOf(e.textContent, at);
+        if (i < 0) continue;
+        text = text.slice(0, i) + e.dataset.full + text.slice(i + e.textContent.length);
+        at = i + e.dataset.full.length;
+      }
+    }
+    ev.clipboardData.setData("text/plain", text);
+    ev.preventDefault();
+  }
 
   class APIError extends Error {
     constructor(status, body) {
@@ -154,35 +291,21 @@
     }
   }
 
-  // render replaces the children of container while keeping what the user typed in
-  // inputs with an id, and the focus.
-  function render(container, nodes) {
-    const kept = {};
-    container.querySelectorAll("input[id]:not([type=file]), select[id]").forEach((i) => { kept[i.id] = i.value; });
-    const focused = document.activeElement && container.contains(document.activeElement) ? document.activeElement.id : "";
-    // A chosen file cannot be set again by script: move the chosen input itself over.
-    const files = [...container.querySelectorAll("input[type=file][id]")].filter((i) => i.files.length);
-    container.replaceChildren(...nodes);
-    for (const old of files) {
-      const now = document.getElementById(old.id);
-      if (now && container.contains(now)) now.replaceWith(old);
-    }
-    for (const [id, v] of Object.entries(kept)) {
-      const i = document.getElementById(id);
-      if (i && container.contains(i)) i.value = v;
-    }
-    if (focused) {
-      const f = document.getElementById(focused);
-      if (f) f.focus();
-    }
-  }
+  // render patches container's children into nodes (see morph).
+  function render(container, nodes) { morph(container, nodes); }
 
+  // table builds a table in a focusable scroll region; rows are {key, cells}, the key
+  // identifying the row across refreshes. Each cell names its column in data-label, which
+  // the phone layout (app.css) shows beside the value when it stacks a row's cells.
   function table(label, head, rows) {
     return el("div", { class: "table-wrap", role: "region", "aria-label": label, tabindex: "0" },
       el("table", {},
         el("thead", {}, el("tr", {}, head.map((h) => el("th", { scope: "col" }, h)))),
-        el("tbody", {}, rows.map((r) => el("tr", {}, r.map((c) => el("td", {}, c)))))));
+        el("tbody", {}, rows.map((r) => el("tr", { "data-key": r.key },
+          r.cells.map((c, i) => el("td", { "data-label": head[i] }, c)))))));
   }
+
+  function row(key, ...cells) { return { key: String(key), cells }; }
 
   // ---- requests ----
 
@@ -202,13 +325,13 @@
       el("h3", {}, title),
       el("p", { class: "meta" },
         el("span", { class: "badge badge-" + r.state }, r.state),
-        " session ", el("code", {}, r.session_id),
+        " session ", shortened(r.session_id, "id"),
         " · ", when(r.created),
         r.approver ? " · decided by " + r.approver : ""),
       r.packages && r.packages.length ? table("Packages of request " + r.id, ["Package", "Version", "Size", "Wheel"],
-        r.packages.map((p) => [p.name, p.version, size(p.size), p.filename || ""])) : null,
-      r.reasons && r.reasons.length ? el("ul", { class: "reasons", "aria-label": "Reasons" }, r.reasons.map((x) => el("li", {}, x))) : null,
-      r.digest ? el("p", { class: "meta" }, "Layer ", el("code", {}, r.digest)) : null,
+        r.packages.map((p) => row(p.name, p.name, p.version, size(p.size), p.filename || ""))) : null,
+      r.reasons && r.reasons.length ? el("ul", { class: "reasons", "aria-label": "Reasons" }, r.reasons.map((x) => el("li", {}, shortened(x)))) : null,
+      r.digest ? el("p", { class: "meta" }, "Layer ", digest(r.digest)) : null,
       progress(r));
     if (r.state === "pending") card.append(decision(r));
     return card;
@@ -228,12 +351,12 @@
       el("div", { class: "actions" },
         el("button", { type: "button", class: "approve", onclick: () => act("approve", {}) }, "Approve"),
         r.isolated ? el("button", { type: "button", class: "approve", onclick: () => act("approve", { isolated: true }) }, "Approve as isolated layer") : null));
-    const reason = el("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off" });
     box.append(el("div", { class: "deny" },
       el("label", { for: reasonId }, "Reason for denying"),
-      reason,
+      el("input", { id: reasonId, type: "text", maxlength: "2000", autocomplete: "off" }),
       el("button", {
         type: "button", class: "danger", onclick: () => {
+          const reason = document.getElementById(reasonId); // the one in the page, not this render's
           if (!reason.value.trim()) { showError(new Error("Write a reason before denying: the agent sees it")); reason.focus(); return; }
           act("deny", { reason: reason.value });
         },
@@ -262,10 +385,10 @@
     envs = {};
     sessions.forEach((s, i) => { envs[s.id] = got[i]; });
     render($("sessions"), sessions.length ? sessions.map(sessionCard) : [el("p", { class: "empty" }, "No sessions.")]);
-    const sel = $("audit-session");
-    const cur = sel.value;
-    sel.replaceChildren(el("option", { value: "" }, "All sessions"), ...sessions.map((s) => el("option", { value: s.id }, s.id + " (" + s.owner + ")")));
-    sel.value = sessions.some((s) => s.id === cur) ? cur : "";
+    // Patched like the rest: the chosen option stays chosen (and an open list open); when
+    // its session goes, the browser falls back to the first, All sessions.
+    render($("audit-session"), [el("option", { value: "" }, "All sessions"),
+      ...sessions.map((s) => el("option", { value: s.id, "data-key": s.id }, s.id + " (" + s.owner + ")"))]);
     renderBound();
   }
 
@@ -274,10 +397,9 @@
     const binds = env.bindings || [];
     const base = env.base_packages || [];
     const fileId = "upload-" + s.id;
-    const file = el("input", { id: fileId, type: "file", accept: ".whl" });
     const upload = async () => {
       showError(null);
-      const file = document.getElementById(fileId); // render may have moved the chosen one in
+      const file = document.getElementById(fileId); // the one in the page, with the chosen file
       if (!file.files.length) { showError(new Error("Choose a .whl file first")); file.focus(); return; }
       const fd = new FormData();
       fd.append("wheel", file.files[0], file.files[0].name);
@@ -302,10 +424,10 @@
       el("dl", { class: "facts" },
         el("dt", {}, "Owner"), el("dd", {}, s.owner),
         el("dt", {}, "Created"), el("dd", {}, when(s.created)),
-        el("dt", {}, "Interpreter"), el("dd", {}, el("code", { class: "digest" }, s.interpreter || "none")),
-        el("dt", {}, "Base"), el("dd", { "data-field": "base" }, el("code", { class: "digest" }, s.base || "none"))),
+        el("dt", {}, "Interpreter"), el("dd", {}, digest(s.interpreter)),
+        el("dt", {}, "Base"), el("dd", { "data-field": "base" }, digest(s.base))),
       binds.length ? table("Bindings of " + s.id, ["Kind", "Layer", "Digest", "Packages"],
-        binds.map((b) => [b.kind, b.ref, el("code", { class: "digest" }, b.digest), bindingPackages(b)]))
+        binds.map((b) => row(b.digest, b.kind, shortened(b.ref), digest(b.digest), bindingPackages(b))))
         : el("p", { class: "empty" }, "No ext or iso layers bound."),
       base.length ? el("details", {}, el("summary", {}, "Base packages (" + base.length + ")"),
         el("ul", { class: "pkgs" }, base.map((p) => el("li", {}, p.name + " " + p.version)))) : null,
@@ -314,7 +436,7 @@
         el("button", { type: "button", class: "secondary", onclick: showAudit }, "Audit log")),
       el("div", { class: "upload" },
         el("label", { for: fileId }, "Upload a wheel for this session"),
-        file,
+        el("input", { id: fileId, type: "file", accept: ".whl" }),
         el("button", { type: "button", onclick: upload }, "Upload wheel")));
   }
 
@@ -330,8 +452,8 @@
     try {
       const data = await api("GET", "/v1/layers");
       const l = data.layers || [];
-      render($("layers"), l.length ? [table("Layers", ["Kind", "Reference", "Digest", "Size", "Held by"],
-        l.map((x) => [x.kind, x.ref, el("code", { class: "digest" }, x.digest), size(x.size), holders(x.digest).join(", ")]))]
+      render($("layers"), l.length ? [table("Layers in the registry and host cache", ["Kind", "Reference", "Digest", "Size", "Held by"],
+        l.map((x) => row(x.kind + " " + x.ref + " " + x.digest, x.kind, shortened(x.ref), digest(x.digest), size(x.size), sessionList(holders(x.digest)))))]
         : [el("p", { class: "empty" }, "No layers.")]);
     } catch (e) {
       const msg = e.status === 501 ? "Layer listing is not configured on this broker." : "Cannot list layers: " + e.message;
@@ -345,6 +467,9 @@
       ((envs[s.id] || {}).bindings || []).some((b) => b.digest === digest)).map((s) => s.id);
   }
 
+  // sessionList names sessions by their short ids, comma separated.
+  function sessionList(ids) { return ids.map((id, i) => [i ? ", " : "", shortened(id, "id")]); }
+
   function renderBound() {
     const m = new Map();
     for (const s of sessions) {
@@ -357,8 +482,8 @@
       add("base", "", s.base);
       for (const b of ((envs[s.id] || {}).bindings || [])) add(b.kind, b.ref, b.digest);
     }
-    const rows = [...m.values()].map((x) => [x.kind, x.ref, el("code", { class: "digest" }, x.digest), x.by.join(", ")]);
-    render($("bound"), rows.length ? [table("Layers bound by sessions", ["Kind", "Reference", "Digest", "Held by sessions"], rows)]
+    const rows = [...m.values()].map((x) => row(x.digest, x.kind, shortened(x.ref), digest(x.digest), sessionList(x.by)));
+    render($("bound"), rows.length ? [table("Layers bound by sessions", ["Kind", "Reference", "Digest", "Held by"], rows)]
       : [el("p", { class: "empty" }, "No session holds a layer.")]);
   }
 
@@ -381,8 +506,8 @@
     const data = await api("GET", "/v1/audit" + (sid ? "?session=" + encodeURIComponent(sid) : ""));
     const ev = (data.events || []).slice().reverse();
     render($("audit"), ev.length ? [table("Audit events", ["Time", "Actor", "Action", "Session", "Packages", "Decision", "Detail"],
-      ev.map((e) => [when(e.time), e.actor, e.action, e.session_id || "",
-        (e.packages || []).map((p) => p.name + " " + p.version).join(", "), e.decision || "", e.detail || ""]))]
+      ev.map((e) => row(e.id, when(e.time), shortened(e.actor, "id"), e.action, shortened(e.session_id, "id"),
+        (e.packages || []).map((p) => p.name + " " + p.version).join(", "), e.decision || "", shortened(e.detail))))]
       : [el("p", { class: "empty" }, "No events.")]);
   }
 
@@ -404,6 +529,7 @@
     $("logout").addEventListener("click", logout);
     $("gc").addEventListener("click", gc);
     $("audit-session").addEventListener("change", () => loadAudit().catch(showError));
+    document.addEventListener("copy", onCopy);
     document.querySelectorAll("[data-view]").forEach((b) => b.addEventListener("click", () => show(b.dataset.view)));
     try {
       signedIn(await api("GET", "/ui/me"));
