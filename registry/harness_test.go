@@ -160,7 +160,7 @@ func openRepo(t *testing.T, s *server, path string, o Options) Repo {
 }
 
 // layerBlob packs a one-file tree with oci.TarTree into a file.
-func layerBlob(t *testing.T, name, content string) oci.LayerBlob {
+func layerBlob(t testing.TB, name, content string) oci.LayerBlob {
 	t.Helper()
 	tree := t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(tree, "site-packages"), 0o755))
@@ -200,7 +200,7 @@ func dockerConfig(t *testing.T, host, user, pass string) {
 	t.Setenv("DOCKER_CONFIG", dir)
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

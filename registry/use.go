@@ -55,14 +55,12 @@ func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo strin
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
 	u := &Use{Root: root, Digest: d, Admission: recs[i]}
-	raw, config, err := c.Meta(ctx, d)
+	m, config, err := c.Meta(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
-	if u.Manifest, err = oci.ParseManifest(raw); err != nil {
-		return nil, fmt.Errorf("%s: %w", art, err)
-	}
-	if err := CheckConsistent(u.Manifest, config); err != nil {
+	u.Manifest = m
+	if err := CheckConsistent(m, config); err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
 	u.Kind = u.Manifest.Annotations[oci.AnnotationKind]

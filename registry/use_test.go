@@ -26,7 +26,7 @@ type key struct {
 	pub    string
 }
 
-func newKey(t *testing.T, name string) key {
+func newKey(t testing.TB, name string) key {
 	t.Helper()
 	dir := t.TempDir()
 	priv, pub, err := sign.GenerateKeyPair([]byte("pw"))
@@ -41,7 +41,7 @@ func newKey(t *testing.T, name string) key {
 
 // lockedArtifact is a base layer whose lock names exactly its blobs (one wheel per name,
 // as layerBlob makes them).
-func lockedArtifact(t *testing.T, names ...string) (oci.Artifact, *lock.Lock) {
+func lockedArtifact(t testing.TB, names ...string) (oci.Artifact, *lock.Lock) {
 	t.Helper()
 	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
 	must(t, err)
@@ -61,7 +61,7 @@ func lockedArtifact(t *testing.T, names ...string) (oci.Artifact, *lock.Lock) {
 
 // publish pushes a into repo and signs it with the given keys (claiming repo), as pylayer
 // publish does.
-func publish(t *testing.T, repo Repo, a oci.Artifact, keys ...key) digest.Digest {
+func publish(t testing.TB, repo Repo, a oci.Artifact, keys ...key) digest.Digest {
 	t.Helper()
 	ctx := context.Background()
 	desc, _, err := Push(ctx, repo, a, "")
@@ -74,7 +74,7 @@ func publish(t *testing.T, repo Repo, a oci.Artifact, keys ...key) digest.Digest
 }
 
 // policy writes rules as a policy file and loads it.
-func policy(t *testing.T, rules ...trust.Rule) *trust.Policy {
+func policy(t testing.TB, rules ...trust.Rule) *trust.Policy {
 	t.Helper()
 	b, err := json.Marshal(map[string]any{"repositories": rules})
 	must(t, err)
@@ -338,6 +338,40 @@ func TestCheckConsistent(t *testing.T) {
 			t.Errorf("%s: %v", c.name, err)
 		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
 			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}
+
+// BenchmarkCheckUse: what every run pays per layer for the trust check on a warm cache
+// (admission record, policy keys, cached manifest and lock re-checked), for a 30-wheel
+// layer.
+func BenchmarkCheckUse(b *testing.B) {
+	ctx := context.Background()
+	dir := filepath.Join(b.TempDir(), "team")
+	repo, err := Open(ctx, Ref{Layout: dir}, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var names []string
+	for i := range 30 {
+		names = append(names, "pkg"+string(rune('a'+i/26))+string(rune('a'+i%26)))
+	}
+	k := newKey(b, "a")
+	a, _ := lockedArtifact(b, names...)
+	d := publish(b, repo, a, k)
+	pol := policy(b, trust.Rule{Match: "oci:" + dir, Keys: []string{k.pub}})
+	root := filepath.Join(b.TempDir(), "cache")
+	c, err := cache.Open(root)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, _, err := Pull(ctx, repo, Ref{Layout: dir, Digest: d}, pol, c, nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := CheckUse(ctx, c, pol, "oci:"+dir, d); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

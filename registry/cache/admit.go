@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/oci"
 )
@@ -263,7 +264,7 @@ func (c *Cache) removeOrphanAdmissions(ctx context.Context) {
 // Meta returns the manifest and config blob (the lock, or an interpreter's config) that
 // layer d was installed from, as its root keeps them, checked against d: the manifest
 // hashes to d and names the config's digest and size. It needs no network.
-func (c *Cache) Meta(ctx context.Context, d digest.Digest) (manifest, config []byte, err error) {
+func (c *Cache) Meta(ctx context.Context, d digest.Digest) (*v1.Manifest, []byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -274,7 +275,7 @@ func (c *Cache) Meta(ctx context.Context, d digest.Digest) (manifest, config []b
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: layer %s: %s: run `pylayer doctor --repair`, then pull it again", ErrInvalidCache, d, fmt.Sprintf(format, args...))
 	}
-	manifest, err = readCapped(filepath.Join(root, metaDir, metaManifest), 4<<20)
+	manifest, err := readCapped(filepath.Join(root, metaDir, metaManifest), 4<<20)
 	if err != nil {
 		return nil, nil, bad("%v", err)
 	}
@@ -285,14 +286,14 @@ func (c *Cache) Meta(ctx context.Context, d digest.Digest) (manifest, config []b
 	if err != nil {
 		return nil, nil, bad("%v", err)
 	}
-	config, err = readCapped(filepath.Join(root, metaDir, metaLock), maxConfigBytes)
+	config, err := readCapped(filepath.Join(root, metaDir, metaLock), maxConfigBytes)
 	if err != nil {
 		return nil, nil, bad("%v", err)
 	}
 	if int64(len(config)) != m.Config.Size || digest.FromBytes(config) != m.Config.Digest {
 		return nil, nil, bad("its %s/%s is not the config its manifest names (%s)", metaDir, metaLock, m.Config.Digest)
 	}
-	return manifest, config, nil
+	return m, config, nil
 }
 
 func readCapped(p string, limit int64) ([]byte, error) {
