@@ -1,14 +1,17 @@
 package cache
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -286,4 +289,43 @@ func FuzzParseAdmissions(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAdmitKilled kills a process that keeps admitting one digest at random points: the
+// record always reads back whole, and holds every admission the process had finished.
+func TestAdmitKilled(t *testing.T) {
+	ctx := context.Background()
+	c := openCache(t)
+	d := digest.FromString("m")
+	for round := range 8 {
+		prefix := fmt.Sprintf("round%d", round)
+		cmd := helperCmd(t, "admit", c.Root(), t.TempDir(), d, "PYLAYER_CACHE_PREFIX="+prefix)
+		out, err := cmd.StdoutPipe()
+		must(t, err)
+		must(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		want := 1 + rand.IntN(3) // admissions finished before the kill
+		done := 0
+		for done < want && sc.Scan() {
+			done++
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		if done < want {
+			t.Fatalf("round %d: the child stopped after %d admissions", round, done)
+		}
+		got, err := c.Admissions(ctx, d)
+		if err != nil {
+			t.Fatalf("round %d: the record after a kill: %v", round, err)
+		}
+		seen := map[string]bool{}
+		for _, a := range got {
+			seen[a.Repository] = true
+		}
+		for i := range done {
+			if r := fmt.Sprintf("reg.example/%s-%d", prefix, i); !seen[r] {
+				t.Errorf("round %d: the finished admission %s is missing", round, r)
+			}
+		}
+	}
 }

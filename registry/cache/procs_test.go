@@ -71,6 +71,17 @@ func helperMain(mode string) error {
 		}
 		fmt.Println(root)
 		return nil
+	case "admit":
+		// Admit md through reg.example/<prefix>-0, -1, ... until killed, printing each
+		// index once its record is in place.
+		for i := 0; ; i++ {
+			a := Admission{Repository: fmt.Sprintf("reg.example/%s-%d", os.Getenv("PYLAYER_CACHE_PREFIX"), i), Rule: "*",
+				Signers: []Signer{{KeyID: digest.FromString("k").String()}}}
+			if err := c.Admit(ctx, md, a); err != nil {
+				return err
+			}
+			fmt.Println(i)
+		}
 	}
 	return fmt.Errorf("unknown helper mode %q", mode)
 }
