@@ -2,5 +2,10 @@
 // and the host cache: push with blob dedup, resolve, verified fetch, and the trust policy
 // that decides whose signatures are accepted.
 //
+// Trust is checked on every use, not only on fetch: VerifyRef checks the signature and that
+// the manifest agrees with its own lock (CheckConsistent), Pull and Ensure record in the
+// cache how each digest was admitted, and CheckUse re-decides, offline, from that record
+// and the current policy whether a cached digest may be used from a repository.
+//
 // It may import layers/ and oci/; it must never import sandbox, broker or catalog.
 package registry
