@@ -80,7 +80,7 @@ func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
 	}
 	for _, q := range reqs {
 		if !Terminal(q.State) {
-			env.Requests = append(env.Requests, q)
+			env.Requests = append(env.Requests, publicRequest(q))
 		}
 	}
 	writeJSON(w, http.StatusOK, env)
@@ -127,10 +127,13 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case "multipart/form-data":
-		up, ok = s.receiveWheel(w, r)
+		up, ok = s.receiveWheel(w, r, se)
 		if !ok {
 			return
 		}
+		// Before any answer: the upload is unpinned and, unless the request now stored
+		// holds it (a rejected one does not), deleted.
+		w = &beforeWrite{ResponseWriter: w, hook: func() { s.releaseUpload(contextWithoutCancel(r), up) }}
 	default: // decodeJSON answers 415 for anything but JSON
 		var body packagesBody
 		if s.decodeJSON(w, r, &body, false) != nil {
@@ -172,8 +175,28 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 		s.o.Builder.Enqueue(context.WithoutCancel(r.Context()), req.ID)
 	}
 	w.Header().Set("Location", "/v1/requests/"+req.ID)
-	writeJSON(w, http.StatusCreated, req)
+	writeJSON(w, http.StatusCreated, publicRequest(req))
 }
+
+// beforeWrite runs hook once, before the first byte or status of the answer.
+type beforeWrite struct {
+	http.ResponseWriter
+	hook func()
+	done bool
+}
+
+func (b *beforeWrite) run() {
+	if !b.done {
+		b.done = true
+		b.hook()
+	}
+}
+
+func (b *beforeWrite) WriteHeader(code int) { b.run(); b.ResponseWriter.WriteHeader(code) }
+
+func (b *beforeWrite) Write(p []byte) (int, error) { b.run(); return b.ResponseWriter.Write(p) }
+
+func (b *beforeWrite) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // audit writes an event with the token's subject as actor (never the token).
 func (s *Server) audit(ctx context.Context, t Token, e AuditEvent) error {
@@ -203,15 +226,18 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, req)
+	writeJSON(w, http.StatusOK, publicRequest(req))
 }
 
 // recheck bounds how stale a long poll can be when a change comes from another process
 // that cannot call Notify; it is not the wake-up path.
 const recheck = 2 * time.Second
 
-// longPoll waits until req changes to a terminal state, the wait ends or the client leaves.
+// longPoll waits until req changes to a terminal state, the wait ends, the server shuts
+// down or the client leaves. The write deadline is moved past the wait first (and set
+// again when the answer starts): the wait is not the client being slow.
 func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, wait time.Duration) (Request, bool) {
+	extendDeadlines(w, 0, wait+s.o.HTTP.WriteTimeout)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
@@ -222,7 +248,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, w
 			s.internal(w, r, err)
 			return req, false
 		}
-		if Terminal(cur.State) {
+		if Terminal(cur.State) || s.stopping.Load() {
 			release()
 			return cur, true
 		}

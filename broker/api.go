@@ -12,12 +12,15 @@ type Builder interface {
 	Enqueue(ctx context.Context, requestID string)
 }
 
-// Upload is a wheel an agent uploaded, stored content-addressed under the data dir.
+// Upload is a wheel an agent uploaded, checked as a wheel and stored once under the data
+// dir. Path is for the classifier's eyes only: it must never reach a response.
 type Upload struct {
 	Filename string // validated with wheel.ParseFilename
-	Path     string // where the bytes are, <data>/uploads/sha256/<hex>.whl
+	Path     string // where the bytes are, <data>/uploads/<session>/<sha256>/<filename>
 	SHA256   string // hex
 	Size     int64
+
+	session string // the session that holds it (set by the server)
 }
 
 // Classifier resolves a request against the session's base lock and classifies it. It
@@ -50,10 +53,18 @@ type LayerLister interface {
 	Layers(ctx context.Context) ([]Layer, error)
 }
 
-// GCReport says what a garbage collection removed.
+// GCReport says what a garbage collection removed: layers (by digest) and, added by the
+// server, uploaded wheels no request holds any more (by file name).
 type GCReport struct {
-	Removed    []string `json:"removed"`
-	FreedBytes int64    `json:"freed_bytes"`
+	Removed        []string `json:"removed"`
+	RemovedUploads []string `json:"removed_uploads,omitempty"`
+	FreedBytes     int64    `json:"freed_bytes"`
+}
+
+// WriteChecker is a Store that can prove it accepts writes, without changing what it
+// holds; GET /readyz answers 200 only when CheckWrite succeeds.
+type WriteChecker interface {
+	CheckWrite(ctx context.Context) error
 }
 
 // GCer collects layers no binding holds.

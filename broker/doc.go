@@ -6,6 +6,15 @@
 // (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
 // CSRF-checked changes through the same JSON API, polling of a change counter.
 //
+// It is exposed to agents, so it bounds what any one client takes: HTTPServer and Serve
+// set read, write (long polls extend theirs) and idle timeouts, a header limit and a cap
+// on open connections (httpserver.go); an uploaded wheel is checked as a wheel before it
+// is stored, once, counted against its session's quota and deleted when its request is
+// refused, denied or collected (upload.go, uploadstore.go, uploadsweep.go); sign-ins are
+// capped per subject and rate-limited (signin.go); text from the classifier and builder
+// reaches no response with a host path in it (redact.go). GET /readyz checks that the
+// store accepts a write.
+//
 // Resolution and policy are not here: a Classifier (the catalog) classifies requests and a
 // Builder (the worker) builds approved ones. It must never import cmd/, sandbox/ or a
 // concrete store, and it must never log a token secret or an Authorization header.

@@ -4,28 +4,47 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/sqlite"
 )
 
 // fakeClassifier decides by the first spec's prefix: deny* rejected, pend* pending,
-// iso* pending with an isolated option, boom* fails; otherwise auto-approved. Uploads pend.
-type fakeClassifier struct{ noFail bool }
+// iso* pending with an isolated option, boom* fails; otherwise auto-approved. Uploads pend,
+// but deny* uploads are rejected, boom* uploads fail, with the wheel's host path in the
+// reason and the error (as a careless classifier would put it).
+type fakeClassifier struct {
+	noFail bool
+	slow   time.Duration // slow* specs take this long, as a resolution that fetches wheels does
+}
 
 func (f fakeClassifier) Classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
 	if up != nil {
-		return broker.Request{State: broker.StatePending, Decision: "pending", Reasons: []string{"uploaded wheel " + up.Filename},
-			Packages: []broker.Pkg{{Name: "up", Version: "1", Filename: up.Filename, SHA256: up.SHA256, Size: up.Size}}}, nil
+		if _, err := os.Stat(up.Path); err != nil {
+			return broker.Request{}, err
+		}
+		r := broker.Request{State: broker.StatePending, Decision: "pending", Reasons: []string{"uploaded wheel " + up.Filename},
+			Packages: []broker.Pkg{{Name: "up", Version: "1", Filename: up.Filename, SHA256: up.SHA256, Size: up.Size}}}
+		switch {
+		case strings.HasPrefix(up.Filename, "deny"):
+			r.State, r.Decision, r.Reasons = broker.StateRejected, "rejected", []string{"reading metadata: open " + up.Path + ": denylisted"}
+		case strings.HasPrefix(up.Filename, "boom"):
+			return broker.Request{}, errors.New("open " + up.Path + ": classifier exploded")
+		}
+		return r, nil
 	}
 	r := broker.Request{State: broker.StateApproved, Decision: "auto-approved", Reasons: []string{"all allowlisted"}}
 	for _, sp := range specs {
@@ -40,6 +59,8 @@ func (f fakeClassifier) Classify(ctx context.Context, s broker.Session, specs []
 		r.State, r.Decision, r.Isolated = broker.StatePending, "pending", true
 	case strings.HasPrefix(specs[0], "boom") && !f.noFail:
 		return broker.Request{}, io.ErrUnexpectedEOF
+	case strings.HasPrefix(specs[0], "slow"):
+		time.Sleep(f.slow) // the broker's own work, which the client's timeouts must not cut
 	}
 	return r, nil
 }
@@ -116,7 +137,10 @@ func newEnv(t testing.TB, mod func(*broker.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.ts = httptest.NewServer(e.srv)
+	e.ts = httptest.NewUnstartedServer(e.srv)
+	e.ts.Config = e.srv.HTTPServer() // the production limits
+	e.ts.Listener = broker.LimitListener(e.ts.Listener, o.HTTP.MaxConns)
+	e.ts.Start()
 	t.Cleanup(e.ts.Close)
 	mint := func(role, subject string) string {
 		s, err := e.srv.CreateToken(ctx, role, subject)
@@ -217,8 +241,28 @@ func (e *env) snapshot() state {
 	if err := e.store.DB().QueryRowContext(ctx, `SELECT COUNT(*) FROM tokens`).Scan(&s.Tokens); err != nil {
 		e.t.Fatal(err)
 	}
-	s.Uploads, _ = filepath.Glob(filepath.Join(e.dataDir, "uploads", "sha256", "*"))
+	s.Uploads = e.uploads()
 	return s
+}
+
+// uploads lists every file under the data dir, relative to it.
+func (e *env) uploads() []string {
+	e.t.Helper()
+	var files []string
+	err := filepath.WalkDir(e.dataDir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(e.dataDir, p)
+			files = append(files, rel)
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return files
 }
 
 func (e *env) unchanged(what string, before state) {

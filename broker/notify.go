@@ -49,6 +49,16 @@ func (n *notifier) notify(id string) {
 	}
 }
 
+// notifyAll wakes every waiter (at shutdown).
+func (n *notifier) notifyAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, w := range n.m {
+		close(w.ch)
+		delete(n.m, id)
+	}
+}
+
 // watched is the number of requests with waiters (for tests and metrics).
 func (n *notifier) watched() int {
 	n.mu.Lock()

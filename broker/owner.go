@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"regexp"
 	"strings"
@@ -119,6 +120,9 @@ func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 		s.internal(w, r, err)
 		return
 	}
+	for i := range l {
+		l[i] = publicRequest(l[i])
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"requests": nonNil(l)})
 }
 
@@ -226,7 +230,12 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t Token, fn func
 	if req.State == StateApproved && s.o.Builder != nil {
 		s.o.Builder.Enqueue(contextWithoutCancel(r), req.ID)
 	}
-	writeJSON(w, http.StatusOK, req)
+	if req.State == StateDenied && req.Upload != "" { // a denied upload is deleted
+		if _, err := s.sweepSession(contextWithoutCancel(r), req.SessionID); err != nil {
+			s.log.LogAttrs(r.Context(), slog.LevelWarn, "deleting a denied upload", slog.String("request", req.ID), slog.String("error", err.Error()))
+		}
+	}
+	writeJSON(w, http.StatusOK, publicRequest(req))
 }
 
 func (s *Server) rebase(w http.ResponseWriter, r *http.Request, t Token) {
@@ -238,8 +247,10 @@ func (s *Server) rebase(w http.ResponseWriter, r *http.Request, t Token) {
 		writeError(w, http.StatusNotImplemented, "rebase is not configured on this broker", "")
 		return
 	}
-	before := se.Base
-	se, err := s.o.Rebaser.Rebase(r.Context(), se.ID)
+	before, id := se.Base, se.ID
+	s.uploads.rebasing(id, true) // its requests move from old bindings to new ones: no sweep in between
+	se, err := s.o.Rebaser.Rebase(r.Context(), id)
+	s.uploads.rebasing(id, false)
 	if err != nil {
 		s.internal(w, r, fmt.Errorf("rebasing session %s: %w", r.PathValue("id"), err))
 		return
@@ -265,19 +276,32 @@ func (s *Server) layers(w http.ResponseWriter, r *http.Request, t Token) {
 	writeJSON(w, http.StatusOK, map[string]any{"layers": nonNil(l)})
 }
 
+// gc collects layers no binding holds (when configured) and uploaded wheels no request
+// holds: those of denied, rejected and failed requests, of bound requests whose binding
+// is gone, and temporary files of uploads that never finished.
 func (s *Server) gc(w http.ResponseWriter, r *http.Request, t Token) {
-	if s.o.GC == nil {
+	if s.o.GC == nil && s.o.DataDir == "" {
 		writeError(w, http.StatusNotImplemented, "gc is not configured on this broker", "")
 		return
 	}
 	start := time.Now()
-	rep, err := s.o.GC.GC(r.Context())
+	var rep GCReport
+	if s.o.GC != nil {
+		var err error
+		if rep, err = s.o.GC.GC(r.Context()); err != nil {
+			s.internal(w, r, err)
+			return
+		}
+	}
+	swept, err := s.sweepUploads(r.Context())
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
+	rep.RemovedUploads, rep.FreedBytes = swept.files, rep.FreedBytes+swept.bytes
 	if err := s.audit(r.Context(), t, AuditEvent{Action: "gc",
-		Detail: fmt.Sprintf("removed %d, freed %d bytes in %s", len(rep.Removed), rep.FreedBytes, time.Since(start).Round(time.Millisecond))}); err != nil {
+		Detail: fmt.Sprintf("removed %d layers and %d uploads, freed %d bytes in %s", len(rep.Removed), len(rep.RemovedUploads),
+			rep.FreedBytes, time.Since(start).Round(time.Millisecond))}); err != nil {
 		s.internal(w, r, err)
 		return
 	}
@@ -314,6 +338,9 @@ func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, t Token) {
 			}
 		}
 		l = kept
+	}
+	for i := range l {
+		l[i].Detail = RedactPaths(l[i].Detail)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(l)})
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"sync/atomic"
 	"time"
 )
 
@@ -33,8 +34,12 @@ type Options struct {
 	Logger          *slog.Logger // nil: discard
 	DataDir         string       // where uploaded wheels are kept; "": uploads answer 501
 	MaxBody         int64        // default DefaultMaxBody
-	MaxUpload       int64        // default DefaultMaxUpload
+	MaxUpload       int64        // one uploaded wheel; default DefaultMaxUpload
 	Now             func() time.Time
+
+	HTTP   HTTPLimits   // timeouts, header and connection limits (HTTPServer, Serve)
+	Quota  UploadQuota  // uploaded wheels a session holds at once
+	SignIn SignInLimits // the web page's sign-ins
 }
 
 // Server is the broker's HTTP API.
@@ -45,7 +50,10 @@ type Server struct {
 	routes  []string
 	metrics *metrics
 	waiters *notifier
-	ui      *uiState // the web page's sign-ins and change counter (ui.go)
+	ui      *uiState    // the web page's sign-ins and change counter (ui.go)
+	uploads *uploadBook // the uploaded wheels and their quota (uploadstore.go)
+
+	stopping atomic.Bool // Serve is shutting down: long polls answer at once
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -74,13 +82,16 @@ func NewServer(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	o.HTTP, o.Quota, o.SignIn = o.HTTP.withDefaults(), o.Quota.withDefaults(), o.SignIn.withDefaults()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(), ui: newUIState()}
+	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(),
+		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota)}
 	for _, rt := range []route{
 		{"GET /healthz", public, s.healthz},
+		{"GET /readyz", public, s.readyz},
 		{"GET /metrics", public, s.serveMetrics},
 		{"GET /openapi.json", public, s.openapi},
 		{"GET /v1/sessions/{id}/env", anyRole, s.env},
@@ -122,15 +133,18 @@ type info struct {
 
 type infoKey struct{}
 
-// statusWriter records the status code.
+// statusWriter records the status code, and starts the write timeout when the answer
+// starts (see answering).
 type statusWriter struct {
 	http.ResponseWriter
-	code int
+	code         int
+	writeTimeout time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.code == 0 {
 		w.code = code
+		answering(w.ResponseWriter, w.writeTimeout)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -138,6 +152,7 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.code == 0 {
 		w.code = http.StatusOK
+		answering(w.ResponseWriter, w.writeTimeout)
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -150,7 +165,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	in := &info{}
 	r = r.WithContext(context.WithValue(r.Context(), infoKey{}, in))
-	sw := &statusWriter{ResponseWriter: w}
+	sw := &statusWriter{ResponseWriter: w, writeTimeout: s.o.HTTP.WriteTimeout}
 	_, pattern := s.mux.Handler(r)
 	if pattern == "" {
 		s.unmatched(sw, r)
@@ -167,7 +182,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d := time.Since(start)
 	s.metrics.observe(pattern, sw.code, d)
 	level := slog.LevelInfo
-	if pattern == "GET /ui/version" || pattern == "GET /healthz" || pattern == "GET /metrics" {
+	if pattern == "GET /ui/version" || pattern == "GET /healthz" || pattern == "GET /readyz" || pattern == "GET /metrics" {
 		level = slog.LevelDebug // polled every few seconds; at info they would drown the log
 	}
 	s.log.LogAttrs(r.Context(), level, "http",
@@ -273,14 +288,48 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optio
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.o.MaxBody), "")
 			return errBadBody
 		}
+		if errTimeout(err) {
+			s.bodyError(w, "reading the body", err)
+			return errBadBody
+		}
 		writeError(w, http.StatusBadRequest, "malformed JSON body: "+err.Error(), "see /openapi.json for the request schema")
 		return errBadBody
 	}
 	return nil
 }
 
+// healthz is liveness: the process answers.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request, _ Token) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyTimeout bounds the store's write check of GET /readyz.
+const readyTimeout = 5 * time.Second
+
+// readyz is readiness: 200 only when the store accepts a write, 503 with the reason
+// otherwise (the cause, which may name host paths, goes to the log only).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request, _ Token) {
+	notReady := func(reason, hint string) {
+		w.Header().Set("Retry-After", "5")
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready", "error": reason, "hint": hint})
+	}
+	if s.stopping.Load() {
+		notReady("the broker is shutting down", "send requests to another instance")
+		return
+	}
+	wc, ok := s.o.Store.(WriteChecker)
+	if !ok {
+		notReady("this store cannot check that it accepts writes", "use a store that implements broker.WriteChecker (the SQLite store does)")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	if err := wc.CheckWrite(ctx); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "readiness: the store refuses writes", slog.String("error", err.Error()))
+		notReady("the store does not accept writes", "check the database file's disk space, permissions and locks; the broker's log has the cause")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
 // jsonRaw is an optional raw JSON value; null counts as absent.

@@ -184,7 +184,8 @@ func (e *env) checkNoSecretsLogged() {
 }
 
 func TestNoRebaser(t *testing.T) {
-	e := newEnv(t, nil)
+	e := newEnv(t, func(o *broker.Options) { o.DataDir = "" }) // with a data dir, gc collects uploads
+
 	before := e.snapshot()
 	for _, p := range []string{"POST /v1/sessions/" + e.sesA + "/rebase", "GET /v1/layers", "POST /v1/gc"} {
 		m, path, _ := strings.Cut(p, " ")

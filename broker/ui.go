@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/pylayer/pylayer/broker/web"
@@ -27,28 +25,11 @@ const (
 	UICookie     = "pylayer_ui"
 	CSRFHeader   = "X-CSRF-Token"
 	UISessionTTL = 8 * time.Hour
-	maxUISession = 10000 // live sign-ins kept in memory
 )
 
 // uiCSP is the Content-Security-Policy of the page: nothing inline, nothing foreign.
 const uiCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'none'; frame-ancestors 'none'; base-uri 'none'"
-
-// uiSession is one sign-in of the web page.
-type uiSession struct {
-	hash    string // the token's hash: the token is looked up again on every request
-	csrf    string
-	expires time.Time
-}
-
-// uiState holds the page's sign-ins and a change counter the page polls.
-type uiState struct {
-	mu       sync.Mutex
-	sessions map[string]uiSession
-	version  atomic.Int64
-}
-
-func newUIState() *uiState { return &uiState{sessions: map[string]uiSession{}} }
 
 // changed bumps the counter the page polls (GET /ui/version) to know when to refetch.
 func (u *uiState) changed() { u.version.Add(1) }
@@ -140,6 +121,14 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request, _ Token) {
 		writeError(w, http.StatusForbidden, "sign-in from another origin", "")
 		return
 	}
+	// Every attempt takes a token of its address; one with an owner's or admin's token gets
+	// it back, so the address bucket counts guesses and one owner's sign-ins cannot lock
+	// out others behind the same address. Those are limited by the subject's bucket.
+	now, client := s.o.Now(), clientKey(r)
+	if ok, wait := s.ui.addrs.allow(client, now); !ok {
+		tooMany(w, wait, "too many failed sign-in attempts from this address")
+		return
+	}
 	var b uiLoginBody
 	if s.decodeJSON(w, r, &b, false) != nil {
 		return
@@ -165,27 +154,17 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request, _ Token) {
 		writeError(w, http.StatusForbidden, "the web page is for owners and admins; this is a "+t.Role+" token", "")
 		return
 	}
-	now := s.o.Now()
-	sid, se := randomString(), uiSession{hash: t.Hash, csrf: randomString(), expires: now.Add(UISessionTTL)}
-	s.ui.mu.Lock()
-	for id, v := range s.ui.sessions {
-		if now.After(v.expires) {
-			delete(s.ui.sessions, id)
-		}
-	}
-	full := len(s.ui.sessions) >= maxUISession
-	if !full {
-		s.ui.sessions[sid] = se
-	}
-	s.ui.mu.Unlock()
-	if full {
-		writeError(w, http.StatusServiceUnavailable, "too many signed-in sessions", "try again later")
+	s.ui.addrs.refund(client)
+	if ok, wait := s.ui.subjects.allow(t.Subject, now); !ok {
+		tooMany(w, wait, "too many sign-ins as "+t.Subject)
 		return
 	}
+	se := &uiSession{id: randomString(), hash: t.Hash, subject: t.Subject, csrf: randomString(), expires: now.Add(UISessionTTL)}
+	s.ui.add(se, now)
 	if in, ok := r.Context().Value(infoKey{}).(*info); ok {
 		in.subject, in.role = t.Subject, t.Role
 	}
-	http.SetCookie(w, &http.Cookie{Name: UICookie, Value: sid, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
+	http.SetCookie(w, &http.Cookie{Name: UICookie, Value: se.id, Path: "/", HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode, MaxAge: int(UISessionTTL / time.Second)})
 	if err := s.audit(r.Context(), t, AuditEvent{Action: "ui.login", Detail: "role=" + t.Role}); err != nil {
 		s.internal(w, r, err)
@@ -196,16 +175,16 @@ func (s *Server) uiLogin(w http.ResponseWriter, r *http.Request, _ Token) {
 
 // uiLogout ends the cookie session (it needs the CSRF header like any change).
 func (s *Server) uiLogout(w http.ResponseWriter, r *http.Request, _ Token) {
-	c, err := r.Cookie(UICookie)
-	if err == nil {
+	if c, err := r.Cookie(UICookie); err == nil {
 		s.ui.mu.Lock()
 		se, ok := s.ui.sessions[c.Value]
-		if ok && checkCSRF(r, se) == nil {
-			delete(s.ui.sessions, c.Value)
-		} else if ok {
+		if ok && checkCSRF(r, *se) != nil {
 			s.ui.mu.Unlock()
 			writeError(w, http.StatusForbidden, "missing or wrong "+CSRFHeader, "")
 			return
+		}
+		if ok {
+			s.ui.remove(se)
 		}
 		s.ui.mu.Unlock()
 	}
@@ -220,9 +199,11 @@ func (s *Server) uiMe(w http.ResponseWriter, r *http.Request, t Token) {
 		writeError(w, http.StatusBadRequest, "GET /ui/me is for the web page's cookie session", "")
 		return
 	}
-	s.ui.mu.Lock()
-	se := s.ui.sessions[c.Value]
-	s.ui.mu.Unlock()
+	se, ok := s.ui.get(c.Value, s.o.Now())
+	if !ok {
+		writeError(w, http.StatusUnauthorized, "the web session ended", "sign in again")
+		return
+	}
 	writeJSON(w, http.StatusOK, UIMe{Subject: t.Subject, Role: t.Role, CSRF: se.csrf, Expires: se.expires.UTC().Format(time.RFC3339)})
 }
 
@@ -248,13 +229,7 @@ func checkCSRF(r *http.Request, se uiSession) error {
 // GET and HEAD) need the CSRF header. The token is looked up again, so its role and
 // existence are current.
 func (s *Server) cookieToken(r *http.Request, c *http.Cookie) (Token, error) {
-	s.ui.mu.Lock()
-	se, ok := s.ui.sessions[c.Value]
-	if ok && s.o.Now().After(se.expires) {
-		delete(s.ui.sessions, c.Value)
-		ok = false
-	}
-	s.ui.mu.Unlock()
+	se, ok := s.ui.get(c.Value, s.o.Now())
 	if !ok {
 		return Token{}, fmt.Errorf("%w: the web session expired or is unknown; sign in again", errUnauthenticated)
 	}

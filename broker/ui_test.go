@@ -236,7 +236,7 @@ func TestUIUploadPends(t *testing.T) {
 	var body bytes.Buffer
 	mw := multipart.NewWriter(&body)
 	fw, _ := mw.CreateFormFile(broker.UploadField, "up-1.0-py3-none-any.whl")
-	fw.Write([]byte("PK\x03\x04 not really a zip, the fake classifier does not care"))
+	fw.Write([]byte(wheelBytes(t, "up", "1.0", nil)))
 	mw.Close()
 	if code, _, _ := b.do("POST", "/v1/sessions/"+e.sesA+"/requests", mw.FormDataContentType(), body.Bytes()); code != 403 {
 		t.Errorf("upload without CSRF: %d, want 403", code)
