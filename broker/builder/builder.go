@@ -2,9 +2,9 @@ package builder
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -197,13 +197,13 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
 	w.cfg.Logger.Warn("build failed", "request", r.ID, "err", cause)
 	err := w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
-		q.State, q.Error = broker.StateFailed, cause.Error()
+		q.State, q.Error = broker.StateFailed, broker.RedactPaths(cause.Error()) // the agent reads it
 		return nil
 	})
 	if err != nil {
 		w.cfg.Logger.Error("recording a failed build", "request", r.ID, "err", err)
 	}
-	w.audit(ctx, "builder", "build-failed", r, cause.Error())
+	w.audit(ctx, "builder", "build-failed", r, broker.RedactPaths(cause.Error()))
 	w.cfg.Notify(r.ID)
 }
 
@@ -291,8 +291,7 @@ func (w *Worker) upload(r broker.Request) (*broker.Upload, error) {
 	}
 	for _, p := range r.Packages {
 		if p.Filename == r.Upload {
-			path := filepath.Join(w.cfg.Trees.Root, "wheels", p.SHA256, p.Filename)
-			return &broker.Upload{Filename: p.Filename, Path: path, SHA256: p.SHA256, Size: p.Size}, nil
+			return &broker.Upload{Filename: p.Filename, Path: w.uploadPath(p.SHA256, p.Filename), SHA256: p.SHA256, Size: p.Size}, nil
 		}
 	}
 	return nil, fmt.Errorf("request %s: the uploaded wheel %s is not among its packages", r.ID, r.Upload)
@@ -312,27 +311,44 @@ func sessionBase(s broker.Session) (*lock.Lock, error) {
 	return lock.Parse(s.BaseLock)
 }
 
-// copyFile copies src to dst through a temporary file.
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
+// uploadPath is where the wheelhouse keeps an uploaded wheel.
+func (w *Worker) uploadPath(sha256, filename string) string {
+	return filepath.Join(w.cfg.Trees.Root, "wheels", sha256, filename)
+}
+
+var _ broker.UploadForgetter = (*Worker)(nil)
+
+// ForgetUpload implements broker.UploadForgetter: the broker deleted its copy of u, so
+// the wheelhouse's link to it goes too.
+func (w *Worker) ForgetUpload(ctx context.Context, u broker.Upload) error {
+	if u.SHA256 == "" || u.Filename == "" || filepath.Base(u.Filename) != u.Filename || filepath.Base(u.SHA256) != u.SHA256 {
+		return fmt.Errorf("forgetting upload %q: not a wheel file name and digest", u.Filename)
 	}
-	defer in.Close()
+	p := w.uploadPath(u.SHA256, u.Filename)
+	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("forgetting upload %s: %w", u.Filename, err)
+	}
+	os.Remove(filepath.Dir(p)) // the digest's directory, if now empty
+	return nil
+}
+
+// linkFile makes dst name src's bytes without copying them: a hard link, or where src is
+// on another file system a symbolic link. It replaces dst atomically.
+func linkFile(src, dst string) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".tmp-*")
-	if err != nil {
-		return err
+	tmp := filepath.Join(filepath.Dir(dst), ".link-"+rand.Text())
+	if err := os.Link(src, tmp); err != nil {
+		abs, aerr := filepath.Abs(src)
+		if aerr != nil {
+			return aerr
+		}
+		if err := os.Symlink(abs, tmp); err != nil {
+			return err
+		}
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), dst)
+	err := os.Rename(tmp, dst)
+	os.Remove(tmp) // a rename onto a link to the same file does nothing and leaves tmp
+	return err
 }

@@ -78,9 +78,9 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 		return broker.Request{}, err
 	}
 	if up != nil {
-		// Keep the uploaded wheel in the wheelhouse, where a build finds it by hash.
-		dst := fmt.Sprintf("%s/wheels/%s/%s", w.cfg.Trees.Root, up.SHA256, up.Filename)
-		if err := copyFile(up.Path, dst); err != nil {
+		// Put the uploaded wheel in the wheelhouse, where a build finds it by hash: a link
+		// to the broker's one copy, which ForgetUpload removes when the broker deletes it.
+		if err := linkFile(up.Path, w.uploadPath(up.SHA256, up.Filename)); err != nil {
 			return broker.Request{}, fmt.Errorf("keeping the uploaded wheel: %w", err)
 		}
 	}
@@ -158,9 +158,9 @@ func (w *Worker) lockFor(ctx context.Context, base *lock.Lock, specs []string, u
 	}
 	var upPkg *lock.Package
 	if up != nil {
-		meta, _, err := wheel.ReadMetadata(fmt.Sprintf("%s/wheels/%s/%s", w.cfg.Trees.Root, up.SHA256, up.Filename))
-		if err != nil {
-			return nil, fmt.Errorf("uploaded wheel: %w", err)
+		meta, _, err := wheel.ReadMetadata(w.uploadPath(up.SHA256, up.Filename))
+		if err != nil { // the agent reads this: the wheel's name, not the wheelhouse path
+			return nil, fmt.Errorf("uploaded wheel %s: %w", up.Filename, broker.RedactError(err))
 		}
 		fn, err := wheel.ParseFilename(up.Filename)
 		if err != nil {
