@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -28,6 +26,9 @@ type serveFlags struct {
 	regFlags
 	listen, db, catalog, repo, key, indexURL, data, interpreter string
 	jobs                                                        int
+	http                                                        broker.HTTPLimits
+	maxUpload                                                   int64
+	quota                                                       broker.UploadQuota
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -54,6 +55,16 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix to compile .pyc with")
 	fl.StringVar(&f.data, "data", "", "directory for uploaded wheels (default: beside --db)")
 	fl.IntVar(&f.jobs, "jobs", 2, "builds at a time")
+	fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", broker.DefaultReadHeaderTimeout, "time for a request's headers to arrive")
+	fl.DurationVar(&f.http.ReadTimeout, "read-timeout", broker.DefaultReadTimeout, "time for a whole request, body included, to arrive (uploads: --upload-timeout)")
+	fl.DurationVar(&f.http.WriteTimeout, "write-timeout", broker.DefaultWriteTimeout, "time for an answer to leave (long polls get their wait on top)")
+	fl.DurationVar(&f.http.IdleTimeout, "idle-timeout", broker.DefaultIdleTimeout, "time a keep-alive connection may stay idle")
+	fl.DurationVar(&f.http.UploadTimeout, "upload-timeout", broker.DefaultUploadTimeout, "time for an uploaded wheel's body to arrive")
+	fl.IntVar(&f.http.MaxHeaderBytes, "max-header-bytes", broker.DefaultMaxHeaderBytes, "size of a request's headers (431 past it)")
+	fl.IntVar(&f.http.MaxConns, "max-conns", broker.DefaultMaxConns, "open connections (503 past it); each long poll holds one")
+	fl.Int64Var(&f.maxUpload, "max-upload", broker.DefaultMaxUpload, "size of one uploaded wheel, in bytes")
+	fl.Int64Var(&f.quota.Bytes, "upload-quota-bytes", broker.DefaultQuotaBytes, "bytes of uploaded wheels one session holds at once")
+	fl.IntVar(&f.quota.Count, "upload-quota-count", broker.DefaultQuotaCount, "uploaded wheels one session holds at once")
 	return cmd
 }
 
@@ -79,7 +90,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	if f.data == "" {
 		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
 	}
-	opts := broker.Options{Store: store, Logger: log, DataDir: f.data}
+	opts := broker.Options{Store: store, Logger: log, DataDir: f.data, HTTP: f.http, MaxUpload: f.maxUpload, Quota: f.quota}
 	hc, err := g.openCache()
 	if err != nil {
 		return err
@@ -139,7 +150,6 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	if err != nil {
 		return fmt.Errorf("--listen %s: %w", f.listen, err)
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -156,25 +166,13 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	url := "http://" + ln.Addr().String()
 	log.Info("broker listening", "url", url, "db", f.db)
 	if err := g.print(cmd.OutOrStdout(), map[string]string{"url": url}, url); err != nil {
+		ln.Close()
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		cancel()
-		wg.Wait()
-		return err
-	case <-ctx.Done():
-	}
-	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer scancel()
-	err = hs.Shutdown(sctx)
+	// Serve returns when ctx ends (a signal), after a graceful shutdown, or when serving fails.
+	err = srv.Serve(ctx, ln)
 	cancel()
 	wg.Wait()
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
-	}
 	return err
 }
 
