@@ -46,7 +46,10 @@
 //   - Terminal input injection: ioctl TIOCSTI and TIOCLINUX (EPERM).
 //   - Sockets other than AF_UNIX, AF_INET, AF_INET6, AF_NETLINK and AF_UNSPEC
 //     (EAFNOSUPPORT as Flatpak; AF_PACKET among them); socketpair other than
-//     AF_UNIX.
+//     AF_UNIX; and, beyond Flatpak, netlink sockets of any protocol but
+//     NETLINK_ROUTE, which getaddrinfo and if_nameindex need (netfilter,
+//     audit, xfrm and uevent sockets reach subsystems a session has no use
+//     for).
 //   - personality other than PER_LINUX or the 0xffffffff query (EPERM, the
 //     errno Flatpak uses; Flatpak refuses the query too, which is harmless
 //     and allowed here).

@@ -185,6 +185,9 @@ func kernelCases() []kernelCase {
 		{"socket 1<<32|AF_PACKET", unix.EAFNOSUPPORT, func(string) error {
 			return sysFD(unix.SYS_SOCKET, high|unix.AF_PACKET, unix.SOCK_RAW, 0)
 		}},
+		{"socket AF_NETLINK NETLINK_NETFILTER", unix.EAFNOSUPPORT, func(string) error {
+			return sysFD(unix.SYS_SOCKET, unix.AF_NETLINK, unix.SOCK_RAW, unix.NETLINK_NETFILTER)
+		}},
 		{"socket AF_VSOCK", unix.EAFNOSUPPORT, func(string) error {
 			return sysFD(unix.SYS_SOCKET, unix.AF_VSOCK, unix.SOCK_STREAM, 0)
 		}},

@@ -220,7 +220,11 @@ func argCases(goarch string) []argCase {
 		{"socket", [6]uint64{1, 1}, 0},
 		{"socket", [6]uint64{2, 1}, 0},
 		{"socket", [6]uint64{10, 1}, 0},
-		{"socket", [6]uint64{16, 3}, 0},
+		{"socket", [6]uint64{16, 3}, 0},                // AF_NETLINK, NETLINK_ROUTE
+		{"socket", [6]uint64{16, 3, hi}, 0},            // the kernel reads an int: NETLINK_ROUTE
+		{"socket", [6]uint64{16, 3, 12}, EAFNOSUPPORT}, // NETLINK_NETFILTER
+		{"socket", [6]uint64{16, 3, 9}, EAFNOSUPPORT},  // NETLINK_AUDIT
+		{"socket", [6]uint64{16, 3, 15}, EAFNOSUPPORT}, // NETLINK_KOBJECT_UEVENT
 		{"socket", [6]uint64{hi | 2, 1}, 0},
 		{"socket", [6]uint64{17, 3}, EAFNOSUPPORT}, // AF_PACKET
 		{"socket", [6]uint64{3}, EAFNOSUPPORT},

@@ -97,6 +97,10 @@ func (r Rule) String() string {
 	return fmt.Sprintf("%s -> %s", s, r.Errno)
 }
 
+// whyNetlink: beyond Flatpak, which allows every netlink protocol.
+const whyNetlink = "netlink sockets other than NETLINK_ROUTE (which getaddrinfo and if_nameindex use) talk to " +
+	"kernel subsystems a session has no business with: netfilter, audit, xfrm, connector, uevents"
+
 // Linux ABI values the rules use: the same on amd64 and arm64 (asm-generic),
 // checked against golang.org/x/sys/unix by the tests. They are written out
 // rather than taken from x/sys/unix so that the package builds, and Program
@@ -117,11 +121,12 @@ const (
 	tiocsti   = 0x5412
 	tioclinux = 0x541c
 
-	afUnspec  = 0
-	afUnix    = 1
-	afInet    = 2
-	afInet6   = 10
-	afNetlink = 16
+	afUnspec     = 0
+	afUnix       = 1
+	afInet       = 2
+	afInet6      = 10
+	afNetlink    = 16
+	netlinkRoute = 0 // NETLINK_ROUTE
 
 	perLinux     = 0
 	personaQuery = 0xffffffff
@@ -192,6 +197,8 @@ func Rules() []Rule {
 		{Syscall: "clone", Conds: []Cond{{Arg: 0, Op: HasAny, Mask: cloneNewAny}}, Errno: EPERM, Why: whyNS + "; threads, fork and vfork (no CLONE_NEW* flag) stay allowed"},
 		u("clone3", ENOSYS, whyPointer+" (its flags are in struct clone_args; glibc falls back to clone, as under Flatpak)"),
 		{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: NotIn, Mask: 0xffffffff, Values: []uint32{afUnspec, afUnix, afInet, afInet6, afNetlink}}}, Errno: EAFNOSUPPORT, Why: whySocket},
+		{Syscall: "socket", Conds: []Cond{{Arg: 0, Op: In, Mask: 0xffffffff, Values: []uint32{afNetlink}},
+			{Arg: 2, Op: NotIn, Mask: 0xffffffff, Values: []uint32{netlinkRoute}}}, Errno: EAFNOSUPPORT, Why: whyNetlink},
 		{Syscall: "socketpair", Conds: []Cond{{Arg: 0, Op: NotIn, Mask: 0xffffffff, Values: []uint32{afUnix}}}, Errno: EAFNOSUPPORT, Why: whySocketpr},
 		{Syscall: "mknodat", Conds: []Cond{notFileType(2)}, Errno: EPERM, Why: whyDev},
 		{Syscall: "mknodat", Conds: []Cond{hasSetID(2)}, Errno: EPERM, Why: whySetID},
