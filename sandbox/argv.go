@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Fixed paths and values inside the sandbox.
@@ -94,15 +95,62 @@ func (osFS) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
 func (osFS) Readlink(name string) (string, error)   { return os.Readlink(name) }
 
 // Argv returns the complete command line, starting with bwrap (an absolute
-// path, see FindBwrap), that runs s.Command in a sandbox. The command line reads
-// DataFiles from descriptors 3 onwards. Argv looks only at whether the host's
-// /bin, /lib ... are symlinks; it neither checks that s's paths exist nor runs
-// anything. An invalid Spec gives an error matching ErrInvalidSpec.
+// path, see FindBwrap), that runs s.Command in a sandbox: Build's Plan.Args. It
+// neither checks that s's paths exist nor runs anything. An invalid Spec gives an
+// error matching ErrInvalidSpec.
 func Argv(bwrap string, s Spec) ([]string, error) {
-	return argv(osFS{}, bwrap, s)
+	p, err := Build(bwrap, s)
+	if err != nil {
+		return nil, err
+	}
+	return p.Args, nil
+}
+
+// FileKind says what an inherited descriptor of a Plan is.
+type FileKind int
+
+const (
+	// FileData is the read end of a pipe holding File.Data (--ro-bind-data, --seccomp).
+	FileData FileKind = iota
+)
+
+// File is what one inherited descriptor of a Plan holds.
+type File struct {
+	Kind FileKind
+	Data []byte // FileData
+}
+
+// Plan is a sandbox as plain data: bwrap's command line, and what each
+// descriptor it reads must be. Files[i] is descriptor 3+i of the bwrap process
+// (exec.Cmd.ExtraFiles[i]).
+type Plan struct {
+	Args  []string
+	Files []File
+}
+
+// Build returns the Plan that runs s.Command in a sandbox. Build looks only at
+// whether the host's /bin, /lib ... are symlinks.
+func Build(bwrap string, s Spec) (*Plan, error) {
+	return build(osFS{}, bwrap, s)
 }
 
 func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
+	p, err := build(host, bwrap, s)
+	if err != nil {
+		return nil, err
+	}
+	return p.Args, nil
+}
+
+// plan collects descriptors while the command line is built.
+type plan struct{ files []File }
+
+func (p *plan) add(f File) string {
+	p.files = append(p.files, f)
+	return strconv.Itoa(firstDataFD + len(p.files) - 1)
+}
+
+func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 	if err := checkHostPath("bwrap", bwrap); err != nil {
 		return nil, err
 	}
@@ -131,6 +179,10 @@ func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
 	if err := checkSandboxPath("cwd", cwd); err != nil {
 		return nil, err
 	}
+	lim, err := s.Limits.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	layers, err := layerMounts(s.Layers)
 	if err != nil {
 		return nil, err
@@ -140,14 +192,28 @@ func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
 		return nil, err
 	}
 
+	// The data files come first, at the descriptors DataFiles documents.
+	var p plan
+	for _, d := range DataFiles() {
+		p.add(File{Kind: FileData, Data: d})
+	}
 	a := []string{bwrap, "--unshare-all", "--unshare-user"}
 	if s.Network {
 		a = append(a, "--share-net")
 	}
 	a = append(a,
 		"--uid", uid, "--gid", gid, "--hostname", userName,
-		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--ro-bind", "/usr", "/usr")
+		"--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if !s.noSeccomp {
+		prog, err := seccompProgram()
+		if err != nil {
+			return nil, fmt.Errorf("%w: building the seccomp filter: %w", ErrInvalidSpec, err)
+		}
+		if prog != nil {
+			a = append(a, "--seccomp", p.add(File{Kind: FileData, Data: prog}))
+		}
+	}
+	a = append(a, "--ro-bind", "/usr", "/usr")
 	for _, d := range usrLinks {
 		fi, err := host.Lstat(d)
 		switch {
@@ -168,11 +234,16 @@ func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
 	for _, f := range etcFiles {
 		a = append(a, "--ro-bind-try", f, f)
 	}
+	size := func(n int64) string { return strconv.FormatInt(n, 10) }
 	a = append(a,
 		"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
 		"--perms", "0444", "--ro-bind-data", fd(dataGroup), "/etc/group",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
-		"--tmpfs", "/home", "--perms", "0700", "--dir", Home)
+		// A fresh /proc whose kernel knobs are read-only, whatever uid the sandbox maps to.
+		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
+		// bwrap's /dev is a tmpfs of its own: its shm gets a sized tmpfs, the rest is read-only.
+		"--dev", "/dev", "--size", size(lim.Shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+		"--size", size(lim.Tmp), "--tmpfs", "/tmp",
+		"--size", size(lim.Home), "--tmpfs", "/home", "--perms", "0700", "--dir", Home)
 	if s.Interpreter != "" {
 		a = append(a, "--ro-bind", s.Interpreter, InterpreterDir)
 	} else {
@@ -193,14 +264,34 @@ func argv(host hostFS, bwrap string, s Spec) ([]string, error) {
 	if s.Workspace != "" {
 		a = append(a, "--bind", s.Workspace, WorkspaceDir)
 	} else {
-		a = append(a, "--perms", "0755", "--tmpfs", WorkspaceDir)
+		a = append(a, "--perms", "0755", "--size", size(lim.Tmp), "--tmpfs", WorkspaceDir)
 	}
 	a = append(a, "--remount-ro", "/", "--chdir", cwd, "--clearenv")
 	for _, kv := range env {
 		a = append(a, "--setenv", kv[0], kv[1])
 	}
 	a = append(a, "--")
-	return append(a, s.Command...), nil
+	a = append(a, limitPrefix(lim)...)
+	return &Plan{Args: append(a, s.Command...), Files: p.files}, nil
+}
+
+// Prlimit is util-linux's prlimit(1), part of every Debian system: the first
+// program of every session, it sets the session's resource limits on itself and
+// runs the command with them (see Limits).
+const Prlimit = "/usr/bin/prlimit"
+
+// limitPrefix is the prlimit command line that runs the command under lim.
+func limitPrefix(lim Limits) []string {
+	n := func(name string, v int64) string { return "--" + name + "=" + strconv.FormatInt(v, 10) }
+	a := []string{Prlimit,
+		n("nproc", int64(lim.Processes)), n("as", lim.Memory), n("nofile", int64(lim.OpenFiles)),
+		n("fsize", lim.FileSize), "--core=0"}
+	if lim.CPU > 0 {
+		// SIGXCPU at the soft limit, which Result reports; SIGKILL a second later.
+		secs := int64(lim.CPU / time.Second)
+		a = append(a, fmt.Sprintf("--cpu=%d:%d", secs, secs+1))
+	}
+	return append(a, "--")
 }
 
 func fd(i int) string { return strconv.Itoa(firstDataFD + i) }

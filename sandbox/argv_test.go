@@ -198,9 +198,12 @@ func TestArgvModes(t *testing.T) {
 			if slices.Contains(a, "/lib32") {
 				t.Error("absent /lib32 is mounted")
 			}
-			// The command follows "--" and nothing after it is an option for bwrap.
-			if i := slices.Index(a, "--"); !slices.Equal(a[i+1:], tt.spec.Command) {
-				t.Errorf("command = %q", a[i+1:])
+			// The command follows "--" and the limits, and nothing after it is an
+			// option for bwrap.
+			lim, _ := Limits{}.withDefaults()
+			want := append(limitPrefix(lim), tt.spec.Command...)
+			if i := slices.Index(a, "--"); !slices.Equal(a[i+1:], want) {
+				t.Errorf("command = %q, want %q", a[i+1:], want)
 			}
 		})
 	}
@@ -253,6 +256,9 @@ func TestArgvNoHostPrivateDirs(t *testing.T) {
 			continue
 		}
 		src := a[i+1]
+		if x == "--ro-bind" && src == "/proc/sys" && a[i+2] == "/proc/sys" {
+			continue // the sandbox's own /proc/sys, made read-only
+		}
 		for _, bad := range []string{"/home", "/root", "/var", "/run", "/tmp", "/proc", "/sys", "/dev", "/"} {
 			if src == bad || (bad != "/" && strings.HasPrefix(src, bad+"/")) {
 				t.Errorf("%s %s binds a private host directory", x, src)
@@ -351,5 +357,43 @@ func TestDataFiles(t *testing.T) {
 	d[0][0] = 'X'
 	if DataFiles()[0][0] == 'X' {
 		t.Error("DataFiles returns shared memory")
+	}
+}
+
+// TestArgvHardening: the hardening flags and limits are on every command line,
+// as data: no nested user namespaces, read-only kernel knobs, sized tmpfs mounts,
+// the command run under prlimit.
+func TestArgvHardening(t *testing.T) {
+	lim := Limits{Processes: 64, Memory: 1 << 30, CPU: 90 * time.Second, OpenFiles: 256, FileSize: 1 << 20,
+		Tmp: 8 << 20, Home: 4 << 20, Shm: 2 << 20}
+	a := mustArgv(t, Spec{Command: []string{"python3"}, Limits: lim})
+	for _, w := range [][]string{
+		{"--unshare-all", "--unshare-user"}, {"--disable-userns"}, {"--cap-drop", "ALL"},
+		{"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys"},
+		{"--dev", "/dev", "--size", "2097152", "--tmpfs", "/dev/shm", "--remount-ro", "/dev"},
+		{"--size", "8388608", "--tmpfs", "/tmp"}, {"--size", "4194304", "--tmpfs", "/home"},
+		{"--size", "8388608", "--tmpfs", "/workspace"},
+		{"--", Prlimit, "--nproc=64", "--as=1073741824", "--nofile=256", "--fsize=1048576", "--core=0", "--cpu=90:91", "--", "python3"},
+	} {
+		if !hasSeq(a, w...) {
+			t.Errorf("argv lacks %q:\n%q", w, a)
+		}
+	}
+	p, err := build(fakeFS{}, bw, Spec{Command: []string{"true"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []string{"--seccomp"} {
+		if i := slices.Index(p.Args, opt); i > 0 {
+			n, _ := strconv.Atoi(p.Args[i+1])
+			if n < firstDataFD || n-firstDataFD >= len(p.Files) {
+				t.Errorf("%s %s names no descriptor of the plan", opt, p.Args[i+1])
+			}
+		}
+	}
+	for _, bad := range []Limits{{Processes: -1}, {Memory: 1 << 20}, {CPU: time.Millisecond}, {OpenFiles: 3}, {Tmp: -5}} {
+		if _, err := argv(fakeFS{}, bw, Spec{Command: []string{"true"}, Limits: bad}); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("limits %+v: err = %v, want ErrInvalidSpec", bad, err)
+		}
 	}
 }

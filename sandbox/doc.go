@@ -23,6 +23,32 @@
 //   - All namespaces unshared (--unshare-all plus an explicit user namespace):
 //     no network, its own pids, uid and gid 1000 ("sandbox"), no capabilities,
 //     hostname "sandbox". --die-with-parent and --new-session.
+//
+// # Hardening
+//
+// A session is never host root and holds no capability on the host:
+//
+//   - Started by root, bwrap itself runs as an unprivileged host user
+//     (HostIdentity: DefaultSandboxUser, created on first use, or one named by
+//     configuration), so the sandbox's uid 1000 is that user on the host, never
+//     uid 0. Files a session writes are that user's; the workspace directory is
+//     handed to it. Every directory bwrap binds must be reachable by that user
+//     (Run checks and says what to change; root's default cache is
+//     /var/cache/pylayer). Started by anyone else, sessions run as the caller.
+//   - --disable-userns: no user namespace can be made inside. /proc/sys is
+//     read-only (bwrap covers /proc/sysrq-trigger, /proc/irq and /proc/bus); the
+//     host's /sys is not mounted; bwrap's own /dev is remounted read-only, with a
+//     sized tmpfs /dev/shm.
+//   - A seccomp filter (package sandbox/seccomp, passed as --seccomp) that blocks
+//     at least what Flatpak's blocks, and creating setuid or setgid files.
+//   - Limits (Limits, with defaults): processes, memory, CPU time, open files,
+//     file size, core dumps off, sized tmpfs mounts; see Limits for how each is
+//     enforced without a delegated cgroup.
+//   - The workspace is resolved without following any symlink and must be a
+//     directory the caller owns (see checkWorkspace for what remains).
+//   - The caller's terminal never reaches the sandbox: a terminal on stdin is
+//     read through a pipe; TerminalSafe neutralises control sequences of output
+//     shown on a terminal.
 //   - The environment is cleared; then a fixed PATH
 //     (/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin, never
 //     inherited), PYTHONPATH, PIP_NO_INDEX=1, PYTHONDONTWRITEBYTECODE=1,

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -9,7 +10,8 @@ import (
 // bwrapArity is the number of operands of each option Argv may emit.
 var bwrapArity = map[string]int{
 	"--unshare-all": 0, "--unshare-user": 0, "--share-net": 0, "--die-with-parent": 0,
-	"--new-session": 0, "--clearenv": 0,
+	"--new-session": 0, "--clearenv": 0, "--disable-userns": 0,
+	"--size": 1, "--seccomp": 1, "--info-fd": 1, "--block-fd": 1,
 	"--uid": 1, "--gid": 1, "--hostname": 1, "--cap-drop": 1, "--perms": 1, "--proc": 1,
 	"--dev": 1, "--tmpfs": 1, "--dir": 1, "--remount-ro": 1, "--chdir": 1,
 	"--ro-bind": 2, "--ro-bind-try": 2, "--bind": 2, "--symlink": 2, "--ro-bind-data": 2, "--setenv": 2,
@@ -75,7 +77,12 @@ func FuzzArgv(f *testing.F) {
 		if i >= len(a) {
 			t.Fatal("no -- before the command")
 		}
-		cmd := a[i+1:]
+		lim, _ := Limits{}.withDefaults()
+		pre := limitPrefix(lim)
+		if !slices.Equal(a[i+1:i+1+len(pre)], pre) {
+			t.Fatalf("the command does not start with the limits %q: %q", pre, a[i+1:])
+		}
+		cmd := a[i+1+len(pre):]
 		if len(cmd) != len(s.Command) || cmd[0] != c0 || cmd[1] != c1 {
 			t.Fatalf("command %q, want %q", cmd, s.Command)
 		}

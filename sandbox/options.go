@@ -23,6 +23,9 @@ type RunOptions struct {
 	MaxOutput int64         // bytes kept per stream, default DefaultMaxOutput
 	Stdin     io.Reader     // nil reads /dev/null
 	ID        string        // run id ([A-Za-z0-9._-], at most 64), default random
+	// User is the host user sessions run as when the caller is root: a user name
+	// or "UID:GID"; "" is DefaultSandboxUser. See HostIdentity.
+	User string
 }
 
 // Result is the outcome of a run that started.
@@ -40,6 +43,13 @@ type Result struct {
 	Stdout, Stderr                   []byte
 	StdoutTruncated, StderrTruncated bool
 	Duration                         time.Duration
+	// Limit names the resource limit that ended the command (its CPU time or
+	// file size limit), "" when none did. A process that hits the memory,
+	// process or open-file limit gets an error from the kernel instead and
+	// usually says so itself.
+	Limit string
+	// Identity is the host user the session ran as.
+	Identity Identity
 }
 
 var idRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)

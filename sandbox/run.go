@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,57 +16,85 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // Run runs s.Command in a bwrap sandbox and waits for it. bwrap starts with an
-// empty environment, in its own process group, and dies with the caller. When
-// the timeout passes or ctx is done, every process of the sandbox gets SIGTERM
-// and, KillGrace later, the sandbox is killed whole (bwrap's process group, and
-// with it bwrap's pid namespace). A command that fails or times out is not an
-// error: see Result. When ctx ends the run, Run returns the Result and an error
-// wrapping ctx.Err().
+// empty environment, in its own process group, and dies with the caller.
+//
+// When the caller is root, bwrap and the session run as an unprivileged host
+// user (HostIdentity), never as root: the workspace directory is handed to that
+// user, and every directory bwrap binds must be reachable by it (Run checks, and
+// says what to change). The workspace is resolved without following any
+// symlink (see checkWorkspace). The session's resource limits (Spec.Limits)
+// are set by its first program, Prlimit.
+//
+// When the timeout passes or ctx is done, every process of the sandbox gets
+// SIGTERM and, KillGrace later, the sandbox is killed whole (bwrap's process
+// group, and with it bwrap's pid namespace). A command that fails or times out
+// is not an error: see Result. When ctx ends the run, Run returns the Result
+// and an error wrapping ctx.Err().
 func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, error) {
 	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	args, err := Argv(bwrap, s)
+	plan, err := Build(bwrap, s)
 	if err != nil {
 		return nil, err
 	}
+	lim, _ := s.Limits.withDefaults() // Build checked them
 	if err := checkExists(s); err != nil {
+		return nil, err
+	}
+	ident, err := HostIdentity(ctx, o.User)
+	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox run %s: %w", o.ID, err)
 	}
-	data, err := dataPipes()
+	if ident.UID != os.Geteuid() {
+		if err := reachable(s, ident); err != nil {
+			return nil, err
+		}
+	}
+	if s.Workspace != "" {
+		if err := checkWorkspace(s.Workspace, ident); err != nil {
+			return nil, err
+		}
+	}
+	fds, err := openFiles(plan.Files)
 	if err != nil {
 		return nil, err
 	}
-	defer closeAll(data)
+	defer fds.close()
 
 	stdout := &capture{max: o.MaxOutput}
 	stderr := &capture{max: o.MaxOutput}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ident.UID != os.Geteuid() {
+		attr.Credential = &syscall.Credential{Uid: uint32(ident.UID), Gid: uint32(ident.GID), Groups: []uint32{}}
+	}
 	cmd := &exec.Cmd{
-		Path: bwrap, Args: args,
+		Path: bwrap, Args: plan.Args,
 		Env:    []string{}, // nothing of the caller's environment reaches bwrap
 		Dir:    "/",
-		Stdin:  o.Stdin,
+		Stdin:  noTerminal(o.Stdin),
 		Stdout: stdout, Stderr: stderr,
-		ExtraFiles:  data,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL},
+		ExtraFiles:  fds.child,
+		SysProcAttr: attr,
 		WaitDelay:   max(o.KillGrace, time.Second),
 	}
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bwrap, err)
+		return nil, fmt.Errorf("starting %s as %s: %w", bwrap, ident, err)
 	}
-	closeAll(data)
+	fds.close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
-	res := &Result{ID: o.ID}
+	res := &Result{ID: o.ID, Identity: ident}
 	timer := time.NewTimer(o.Timeout)
 	defer timer.Stop()
 	var waitErr, ctxErr error
@@ -102,12 +131,47 @@ func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, erro
 		return res, fmt.Errorf("sandbox run %s: waiting for bwrap: %w", o.ID, waitErr)
 	}
 	if res.ExitCode > 128 && res.ExitCode <= 128+64 {
-		res.Signal = unix.SignalName(syscall.Signal(res.ExitCode - 128))
+		sig := syscall.Signal(res.ExitCode - 128)
+		res.Signal = unix.SignalName(sig)
+		switch sig {
+		case syscall.SIGXCPU:
+			res.Limit = fmt.Sprintf("CPU time limit (%s per process)", lim.CPU)
+		case syscall.SIGXFSZ:
+			res.Limit = fmt.Sprintf("file size limit (%d bytes)", lim.FileSize)
+		}
 	}
 	if ctxErr != nil {
 		return res, fmt.Errorf("sandbox run %s: %w", o.ID, ctxErr)
 	}
 	return res, nil
+}
+
+// reachable checks that the sandbox user can reach every host directory of s.
+func reachable(s Spec, ident Identity) error {
+	if s.Interpreter != "" {
+		if err := checkReachable("interpreter", s.Interpreter, ident); err != nil {
+			return err
+		}
+	}
+	for i, l := range s.Layers {
+		if err := checkReachable(fmt.Sprintf("layer %d (%s)", i, l.Kind), l.Root, ident); err != nil {
+			return err
+		}
+	}
+	if s.Workspace != "" {
+		return checkReachable("workspace", filepath.Dir(s.Workspace), ident)
+	}
+	return nil
+}
+
+// noTerminal keeps the host's terminal out of the sandbox: a terminal given as
+// stdin is read by the caller and reaches the command through a pipe, so that
+// nothing inside can reach the terminal device itself (TIOCSTI, job control).
+func noTerminal(in io.Reader) io.Reader {
+	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return struct{ io.Reader }{f}
+	}
+	return in
 }
 
 // stop terminates the sandbox of bwrap process pid and returns cmd.Wait's error.
@@ -164,30 +228,6 @@ func checkExists(s Spec) error {
 		return isDir("workspace", s.Workspace)
 	}
 	return nil
-}
-
-// dataPipes returns pipes already holding DataFiles, write ends closed.
-func dataPipes() ([]*os.File, error) {
-	var out []*os.File
-	for _, d := range DataFiles() {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(out)
-			return nil, fmt.Errorf("creating a pipe for bwrap: %w", err)
-		}
-		out = append(out, r)
-		// Every file is far below the smallest pipe capacity (one page), so the
-		// write cannot block.
-		_, err = w.Write(d)
-		if cerr := w.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			closeAll(out)
-			return nil, fmt.Errorf("writing a pipe for bwrap: %w", err)
-		}
-	}
-	return out, nil
 }
 
 func closeAll(fs []*os.File) {

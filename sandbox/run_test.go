@@ -36,9 +36,22 @@ func realBwrap(t *testing.T) string {
 }
 
 // makeLayer writes files (relative path -> content) under a new layer root.
+// sharedDir is a fresh directory the sandbox user can reach: when the tests run
+// as root, sessions run as an unprivileged user, which bwrap binds paths as.
+func sharedDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
 func makeLayer(t *testing.T, files map[string]string) string {
 	t.Helper()
-	root := t.TempDir()
+	root := sharedDir(t)
 	for name, content := range files {
 		p := filepath.Join(root, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -146,14 +159,14 @@ func TestRunContainment(t *testing.T) {
 	base := makeLayer(t, map[string]string{"site-packages/foo/__init__.py": ""})
 	ext := makeLayer(t, map[string]string{"site-packages/bar/__init__.py": ""})
 	// A minimal interpreter prefix: bin/python3 pointing at the host's python.
-	interp := t.TempDir()
+	interp := sharedDir(t)
 	if err := os.Mkdir(filepath.Join(interp, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink("/usr/bin/python3", filepath.Join(interp, "bin", "python3")); err != nil {
 		t.Fatal(err)
 	}
-	ws := t.TempDir()
+	ws := sharedDir(t)
 	connect := fmt.Sprintf(`import socket, sys
 s = socket.socket(); s.settimeout(3)
 try:
@@ -317,7 +330,7 @@ func TestRunPipShim(t *testing.T) {
 
 func TestRunTimeoutKillsEverything(t *testing.T) {
 	testenv.Integration(t, "bwrap")
-	ws := t.TempDir()
+	ws := sharedDir(t)
 	marker := "killcheck-" + strconv.Itoa(os.Getpid())
 	// A child and a grandchild that both ignore SIGTERM and record their pids.
 	const code = `import os, signal, subprocess, sys, time
@@ -447,8 +460,8 @@ func TestRunStdinAndCancel(t *testing.T) {
 func TestRunBadInput(t *testing.T) {
 	testenv.Integration(t, "bwrap")
 	b := realBwrap(t)
-	noPython := t.TempDir()
-	file := filepath.Join(t.TempDir(), "f")
+	noPython := sharedDir(t)
+	file := filepath.Join(sharedDir(t), "f")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +497,7 @@ func TestCheck(t *testing.T) {
 	}
 	// Fake bwraps that fail the way real ones do on hosts without user
 	// namespaces or with an old bubblewrap.
-	dir := t.TempDir()
+	dir := sharedDir(t)
 	tests := []struct {
 		name, stderr string
 		want         error

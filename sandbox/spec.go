@@ -55,6 +55,12 @@ type Spec struct {
 	Cwd string
 	// Network shares the host's network namespace; for tests of the flag only.
 	Network bool
+	// Limits are the session's resource limits (defaults when zero).
+	Limits Limits
+
+	// noSeccomp leaves the seccomp filter out: for the benchmark that measures
+	// what hardening costs, never for a session.
+	noSeccomp bool
 }
 
 // Degraded reports whether s runs the host's /usr/bin/python3 instead of a
