@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/spf13/cobra"
-
 	"github.com/pylayer/pylayer/internal/logctx"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/spf13/cobra"
 )
 
 // globals are the flags every command shares.
@@ -38,14 +38,14 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().BoolVar(&g.json, "json", false, "print the result as JSON on stdout")
 	root.PersistentFlags().BoolVarP(&g.verbose, "verbose", "v", false, "log progress and decisions to stderr")
-	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else the per-user cache dir)")
+	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else "+cache.SystemDir+" for root, else the per-user cache dir)")
 	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g), newPublishCmd(g), newPullCmd(g), newVerifyCmd(g),
 		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g), newRunCmd(g), newEnsureCmd(g), newInterpreterCmd(g),
 		newServeCmd(g), newTokenCmd(g))
 	return root
 }
 
-// cacheDir is --cache, else $PYLAYER_CACHE, else <user cache dir>/pylayer.
+// cacheDir is --cache, else $PYLAYER_CACHE, else cache.DefaultDir.
 func (g *globals) cacheDir() (string, error) {
 	if g.cache != "" {
 		return filepath.Abs(g.cache)
@@ -53,11 +53,7 @@ func (g *globals) cacheDir() (string, error) {
 	if c := os.Getenv("PYLAYER_CACHE"); c != "" {
 		return filepath.Abs(c)
 	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("no cache directory: set --cache or PYLAYER_CACHE (%v)", err)
-	}
-	return filepath.Join(d, "pylayer"), nil
+	return cache.DefaultDir()
 }
 
 // print writes the result: v as JSON with --json, else text.

@@ -38,6 +38,7 @@ type runFlags struct {
 	printArgv bool
 	env       []string
 	maxOutput int64
+	sandboxFlags
 }
 
 // exitCode makes main exit with a sandboxed command's status without printing an error.
@@ -71,6 +72,7 @@ is used (degraded mode, said on stderr).`,
 	fl.BoolVar(&f.printArgv, "print-argv", false, "print the bwrap argv instead of running (with --json: as JSON)")
 	fl.StringArrayVar(&f.env, "env", nil, "pass NAME=VALUE into the sandbox (repeatable; names that look like secrets are refused)")
 	fl.Int64Var(&f.maxOutput, "max-output", 1<<20, "cap on each of stdout and stderr, in bytes")
+	f.sandboxFlags.register(cmd)
 	return cmd
 }
 
@@ -102,6 +104,9 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		}
 	}
 	spec := sandbox.Spec{Command: args, Env: map[string]string{}}
+	if spec.Limits, err = f.limits(); err != nil {
+		return err
+	}
 	if f.python != "" {
 		m, err := ensureLayer(cmd, &f.regFlags, c, f.python)
 		if err != nil {
@@ -159,14 +164,18 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		_, err = fmt.Fprintln(cmd.OutOrStdout(), strings.Join(argv, "\n"))
 		return err
 	}
-	res, err := sandbox.Run(ctx, bwrap, spec, sandbox.RunOptions{Timeout: f.timeout, MaxOutput: f.maxOutput, Stdin: cmd.InOrStdin()})
+	res, err := sandbox.Run(ctx, bwrap, spec, sandbox.RunOptions{Timeout: f.timeout, MaxOutput: f.maxOutput,
+		Stdin: sessionStdin(cmd.InOrStdin()), User: f.user})
 	if err != nil {
 		return err
 	}
-	cmd.OutOrStdout().Write(res.Stdout)
-	cmd.ErrOrStderr().Write(res.Stderr)
+	sessionOutput(cmd.OutOrStdout(), res.Stdout, f.rawOutput)
+	sessionOutput(cmd.ErrOrStderr(), res.Stderr, f.rawOutput)
 	if res.TimedOut {
 		fmt.Fprintf(cmd.ErrOrStderr(), "pylayer: run %s timed out after %s and was killed\n", res.ID, f.timeout)
+	}
+	if res.Limit != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "pylayer: run %s was stopped by its %s\n", res.ID, res.Limit)
 	}
 	if res.ExitCode != 0 {
 		return exitCode(res.ExitCode)
