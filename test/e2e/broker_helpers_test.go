@@ -141,7 +141,7 @@ type bkDeploy struct {
 // the catalog, mints tokens and starts pylayer serve. real: a registry with TLS and auth.
 func newBkDeploy(ctx context.Context, t *testing.T, real bool) *bkDeploy {
 	t.Helper()
-	d := &bkDeploy{idxDir: t.TempDir()}
+	d := &bkDeploy{idxDir: sharedDir(t)}
 	if real {
 		d.reg = registrytest.Start(t, registrytest.Options{})
 		d.h = newHost(t, "DOCKER_CONFIG="+d.reg.DockerConfig)

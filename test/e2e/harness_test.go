@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -149,4 +151,18 @@ func ciRegistry(ctx context.Context, t testing.TB) (r *registrytest.Registry, lk
 	ci = newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
 	priv, pub = ci.keygen(ctx, t, "ci")
 	return r, lk, ci, priv, pub
+}
+
+// sharedDir is a fresh directory that the unprivileged user sessions run as can
+// enter: when the tests run as root, sessions run as pylayer-sandbox, and bwrap
+// binds the cache, layers and workspaces as that user.
+func sharedDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }

@@ -33,7 +33,7 @@ func TestInstallMatchesPip(t *testing.T) {
 	py := oracle(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	wheels := t.TempDir()
+	wheels := sharedDir(t)
 	debian, err := fixture.DebianWheels(ctx, wheels)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +47,7 @@ func TestInstallMatchesPip(t *testing.T) {
 		for _, whl := range append(debian, office...) {
 			t.Run(filepath.Base(whl), func(t *testing.T) {
 				t.Parallel()
-				work := t.TempDir()
+				work := sharedDir(t)
 				dest := filepath.Join(work, "layer")
 				inst, err := wheel.Install(ctx, whl, dest, wheel.InstallOptions{Requested: true, PythonVersion: "3.11"})
 				if err != nil {

@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 	}
 	var err error
 	scratch, err = os.MkdirTemp("", "pylayer-e2e-*")
+	if err == nil {
+		// The sandbox user of root's sessions must reach the interpreter prefix made here.
+		err = os.Chmod(scratch, 0o755)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)

@@ -52,13 +52,13 @@ func TestPullRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	policy := filepath.Join(t.TempDir(), "policy.json")
+	policy := filepath.Join(sharedDir(t), "policy.json")
 	writeJSON(t, policy, map[string]any{"repositories": []map[string]any{
 		{"match": r.Ref("team/unsigned-ok"), "insecure_accept_unsigned": true},
 		{"match": r.Host + "/team/*", "keys": []string{pub}},
 	}})
 
-	wrongCfg := t.TempDir()
+	wrongCfg := sharedDir(t)
 	const wrongPassword = "not-the-password-0d9f8e7c"
 	writeJSON(t, filepath.Join(wrongCfg, "config.json"), map[string]any{"auths": map[string]any{
 		r.Host: map[string]string{"auth": base64.StdEncoding.EncodeToString([]byte(r.User + ":" + wrongPassword))},

@@ -63,7 +63,7 @@ func unsafeLayer(ctx context.Context, t *testing.T, r *registrytest.Registry, lo
 	if err := gz.Close(); err != nil {
 		t.Fatal(err)
 	}
-	blob := filepath.Join(t.TempDir(), "layer.tar.gz")
+	blob := filepath.Join(sharedDir(t), "layer.tar.gz")
 	if err := os.WriteFile(blob, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ type host struct {
 // newHost makes a host; env entries (KEY=VALUE) override the defaults.
 func newHost(t testing.TB, env ...string) *host {
 	t.Helper()
-	home := t.TempDir()
+	home := sharedDir(t)
 	h := &host{home: home, cache: filepath.Join(home, "cache")}
 	// A host has a trust policy (doctor insists); pulls in the tests name their own with --trust.
 	hostTrust := filepath.Join(home, "host-trust.pub")
@@ -293,7 +293,7 @@ func diffSnapshots(a, b map[string]string) []string {
 // way out but to 127.0.0.1, so that a TUF or Rekor fetch fails fast instead of hanging.
 func tool(ctx context.Context, t testing.TB, r *registrytest.Registry, name string, args ...string) (string, error) {
 	t.Helper()
-	home := t.TempDir()
+	home := sharedDir(t)
 	cmd := exec.CommandContext(ctx, registrytest.Tool(t, name), args...)
 	cmd.Env = []string{
 		"HOME=" + home,
@@ -355,7 +355,7 @@ func importCheck(ctx context.Context, t testing.TB, root string) {
 	cmd := exec.CommandContext(ctx, "/usr/bin/python3.11", "-c",
 		"import sys, docx, openpyxl, xlsxwriter, lxml.etree; "+
 			"assert docx.__file__.startswith(sys.argv[1]), docx.__file__", sp)
-	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir(), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=" + sp}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + sharedDir(t), "PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=" + sp}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("importing the office set from %s: %v\n%s", root, err, out)
 	}

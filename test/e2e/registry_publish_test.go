@@ -130,7 +130,7 @@ func TestPublishPullLayout(t *testing.T) {
 	lk := locks(t)
 	ci := newHost(t)
 	priv, pub := ci.keygen(ctx, t, "ci")
-	dir := filepath.Join(t.TempDir(), "layout")
+	dir := filepath.Join(sharedDir(t), "layout")
 	repo := "oci:" + dir
 	p := ci.publish(ctx, t, lk["office"], repo, priv)
 
@@ -199,7 +199,7 @@ func layoutSignature(t *testing.T, dir, digest string) (payloadFile, sigFile str
 			t.Fatalf("signature manifest %s: %v", m.Digest, err)
 		}
 		l := sm.Layers[0]
-		out := t.TempDir()
+		out := sharedDir(t)
 		payloadFile, sigFile = filepath.Join(out, "payload.json"), filepath.Join(out, "payload.sig")
 		if err := os.WriteFile(payloadFile, readBlob(l.Digest.String()), 0o644); err != nil {
 			t.Fatal(err)

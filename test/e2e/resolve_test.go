@@ -49,7 +49,7 @@ func TestResolveMatchesPip(t *testing.T) {
 				t.Parallel()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				work := t.TempDir()
+				work := sharedDir(t)
 				var extra []string
 				if len(c.Constraints) > 0 {
 					cf := filepath.Join(work, "constraints.txt")
@@ -103,7 +103,7 @@ func TestExtLockIsDelta(t *testing.T) {
 	dir, url := index(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	work := t.TempDir()
+	work := sharedDir(t)
 
 	baseReqs := []string{"chain-a", "cn-app"}
 	basePath := filepath.Join(work, "base.lock.json")
@@ -112,7 +112,7 @@ func TestExtLockIsDelta(t *testing.T) {
 		t.Fatalf("base lock: exit %d\n%s", r.code, r.stderr)
 	}
 	base := checkLock(t, r, basePath, dir)
-	wantBase, err := fixture.PipResolve(ctx, py, url, t.TempDir(), baseReqs, nil)
+	wantBase, err := fixture.PipResolve(ctx, py, url, sharedDir(t), baseReqs, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,14 +126,14 @@ func TestExtLockIsDelta(t *testing.T) {
 
 	t.Run("delta", func(t *testing.T) {
 		reqs := []string{"ext-user", "ex-app[full]"}
-		extPath := filepath.Join(t.TempDir(), "ext.lock.json")
+		extPath := filepath.Join(sharedDir(t), "ext.lock.json")
 		r := run(ctx, t, work, lockArgs(url, extPath, reqs, "--kind", "ext", "-c", basePath)...)
 		if r.code != 0 {
 			t.Fatalf("ext lock: exit %d\n%s", r.code, r.stderr)
 		}
 		got := checkLock(t, r, extPath, dir)
 		// base is a set of "name==version" lines: pip takes them as constraints as they are.
-		full, err := fixture.PipResolve(ctx, py, url, t.TempDir(), reqs, base)
+		full, err := fixture.PipResolve(ctx, py, url, sharedDir(t), reqs, base)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestExtLockIsDelta(t *testing.T) {
 	})
 
 	t.Run("conflicts-with-base", func(t *testing.T) {
-		extPath := filepath.Join(t.TempDir(), "ext.lock.json")
+		extPath := filepath.Join(sharedDir(t), "ext.lock.json")
 		r := run(ctx, t, work, lockArgs(url, extPath, []string{"ext-conflict"}, "--kind", "ext", "-c", basePath)...)
 		if r.code != 1 {
 			t.Fatalf("ext-conflict needs chain-c<2 over a base pinning chain-c 2.0: exit %d, stdout %s", r.code, r.stdout)
@@ -179,7 +179,7 @@ func TestExtLockIsDelta(t *testing.T) {
 			t.Errorf("a failed lock left %s behind", extPath)
 		}
 		// Without the base the same request resolves: the base alone is what blocks it.
-		if _, err := fixture.PipResolve(ctx, py, url, t.TempDir(), []string{"ext-conflict"}, nil); err != nil {
+		if _, err := fixture.PipResolve(ctx, py, url, sharedDir(t), []string{"ext-conflict"}, nil); err != nil {
 			t.Errorf("test setup: ext-conflict does not resolve even without the base: %v", err)
 		}
 	})
@@ -191,7 +191,7 @@ func TestLockErrors(t *testing.T) {
 	_, url := index(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	work := t.TempDir()
+	work := sharedDir(t)
 	badLock := filepath.Join(work, "broken.lock.json")
 	if err := os.WriteFile(badLock, []byte(`{"version": 1, "kind": "base", "packages": [`), 0o644); err != nil {
 		t.Fatal(err)
@@ -211,7 +211,7 @@ func TestLockErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out := filepath.Join(t.TempDir(), "lock.json")
+			out := filepath.Join(sharedDir(t), "lock.json")
 			r := run(ctx, t, work, lockArgs(url, out, tt.reqs, tt.extra...)...)
 			if r.code != 1 {
 				t.Fatalf("exit %d, want 1\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)

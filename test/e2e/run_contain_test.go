@@ -65,7 +65,7 @@ func TestRunContainment(t *testing.T) {
 	}
 	dockerPassword := canary("docker")
 	dockerAuth := base64.StdEncoding.EncodeToString([]byte("ci:" + dockerPassword))
-	dockerDir := t.TempDir()
+	dockerDir := sharedDir(t)
 	dockerConfig := filepath.Join(dockerDir, "config.json")
 	cfg := fmt.Sprintf(`{"auths": {"registry.example.com": {"auth": %q, "username": "ci", "password": %q}}}`, dockerAuth, dockerPassword)
 	if err := os.WriteFile(dockerConfig, []byte(cfg), 0o600); err != nil {
@@ -76,7 +76,7 @@ func TestRunContainment(t *testing.T) {
 		env = append(env, k+"="+v)
 	}
 	h := newHost(t, env...)
-	repo := "oci:" + filepath.Join(t.TempDir(), "repo")
+	repo := "oci:" + filepath.Join(sharedDir(t), "repo")
 	priv, pub := h.keygen(ctx, t, "ci")
 	base := h.publish(ctx, t, locks(t)["office"], repo, priv)
 	py := publishInterpreter(ctx, t, h, repo, priv)
@@ -225,7 +225,7 @@ if (echo x >> /opt/python/bin/python3.11) 2>/dev/null; then echo "appended pytho
 	})
 
 	t.Run("timeout kills the child and a grandchild that ignore SIGTERM", func(t *testing.T) {
-		ws := t.TempDir()
+		ws := sharedDir(t)
 		if err := os.WriteFile(filepath.Join(ws, "stubborn.py"), []byte(timeoutScript), 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -44,7 +44,7 @@ func pythonPrefix(t testing.TB) string {
 // returns the index URL.
 func fooIndex(t testing.TB) string {
 	t.Helper()
-	dir := t.TempDir()
+	dir := sharedDir(t)
 	for _, v := range []string{"1.0", "2.0"} {
 		if _, err := (fixture.Wheel{Name: "foo", Version: v}).Write(dir); err != nil {
 			t.Fatal(err)
@@ -67,7 +67,7 @@ type stack struct {
 func publishStack(ctx context.Context, t testing.TB, h *host, repo string, extra ...string) *stack {
 	t.Helper()
 	fooURL := fooIndex(t)
-	dir := t.TempDir()
+	dir := sharedDir(t)
 	s := &stack{baseLock: locks(t)["office"]}
 	priv, pub := h.keygen(ctx, t, "ci")
 	s.pub = pub

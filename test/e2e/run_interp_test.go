@@ -38,7 +38,7 @@ func TestRunInterpreter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	h := newHost(t)
-	repo := "oci:" + filepath.Join(t.TempDir(), "repo")
+	repo := "oci:" + filepath.Join(sharedDir(t), "repo")
 	priv, pub := h.keygen(ctx, t, "ci")
 	base := h.publish(ctx, t, locks(t)["office"], repo, priv)
 	py := publishInterpreter(ctx, t, h, repo, priv)

@@ -27,7 +27,7 @@ func TestRunWarmNoNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	caFile := filepath.Join(sharedDir(t), "ca.pem")
 	if err := os.WriteFile(caFile, ca, 0o644); err != nil {
 		t.Fatal(err)
 	}

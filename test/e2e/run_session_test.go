@@ -55,7 +55,7 @@ func TestRunConcurrentSessions(t *testing.T) {
 	s := publishStack(ctx, t, ci, r.Ref("team/pylayer"), "--ca-file", r.CAFile)
 
 	h := newHost(t, "DOCKER_CONFIG="+r.DockerConfig)
-	ws := t.TempDir()
+	ws := sharedDir(t)
 	reg := []string{"--trust", s.pub, "--ca-file", r.CAFile}
 	sessions := []struct {
 		name, other, version string
