@@ -245,3 +245,14 @@ func (as *assembler) finish() ([]instruction, error) {
 	}
 	return prog, nil
 }
+
+// Number returns the number of system call name on goarch, and false when the
+// call does not exist there or the architecture is not supported.
+func Number(goarch, name string) (uint32, bool) {
+	a, ok := arches[goarch]
+	if !ok {
+		return 0, false
+	}
+	nr, ok := a.nr[name]
+	return nr, ok
+}
