@@ -8,7 +8,10 @@
 #       and PYTHONNOUSERSITE=1 as in the sandbox, both using the .pyc files compiled at
 #       build time (the layer is built with --interpreter /usr/bin/python3.11);
 #   (c) (b)'s session vs a fresh venv + `pip install --no-index --find-links` of the same
-#       wheels + the import: what a workspace without pylayer does.
+#       wheels + the import: what a workspace without pylayer does;
+#   (d) what hardening costs: a session as hardened (sandbox user, seccomp, prlimit limits,
+#       read-only /proc/sys and /dev, sized tmpfs, --disable-userns) vs the same session as
+#       pylayer ran it before (sandbox's BenchmarkSessionHardening), alternating in one run.
 # Prints medians of RUNS runs, differences and ratios, and a summary table.
 #
 #   make build && bash bench/run.sh        # RUNS=10 by default; under ~3 minutes
@@ -102,4 +105,17 @@ bare side: env -i PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 [PYTHONPATH=<laye
 | (a) python3 -c pass                       | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$over") | < 30 ms  $(verdict "$over" 30 "<") |
 | (b) import docx, openpyxl (fresh session) | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$b_b")") | $(printf '%7sx of bare' "$rb") | <= 1.20x $(verdict "$rb" 1.2000001 "<") |
 | (c) venv + pip install + import           | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$c_v")") | $(printf '%7sx faster ' "$rc") | >= 15x   $(verdict "$rc" 15 ">=") |
+EOF
+
+# --- (d) what hardening costs: the same session hardened and as before, alternating, in the
+# sandbox package's own benchmark (the unhardened sandbox cannot be asked for from the CLI).
+echo "measuring the hardening cost (go test -bench BenchmarkSessionHardening) ..." >&2
+go test -run '^$' -bench '^BenchmarkSessionHardening$' -benchtime 20x -count "$RUNS" ./sandbox/ 2>>"$work/errors.log" |
+  awk '/^BenchmarkSessionHardening\/hardened/ { print $3 >> "'"$work"'/d.hardened" }
+       /^BenchmarkSessionHardening\/unhardened/ { print $3 >> "'"$work"'/d.unhardened" }'
+[[ -s $work/d.hardened && -s $work/d.unhardened ]] || die "the hardening benchmark printed nothing (see $work/errors.log)"
+d_h=$(m d.hardened) d_u=$(m d.unhardened)
+cost=$(awk -v h="$d_h" -v u="$d_u" 'BEGIN { printf "%+.2f", (h - u) / 1e6 }')
+cat <<EOF
+| (d) hardening: python3 -S -c pass         | $(printf '%8s ms' "$(ms "$d_h")") | $(printf '%6s ms' "$(ms "$d_u")") | $(printf '%7s ms more ' "$cost") | <= 2 ms  $(verdict "$cost" 2.0000001 "<") |
 EOF

@@ -201,10 +201,12 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 	if s.Network {
 		a = append(a, "--share-net")
 	}
-	a = append(a,
-		"--uid", uid, "--gid", gid, "--hostname", userName,
-		"--disable-userns", "--die-with-parent", "--new-session", "--cap-drop", "ALL")
-	if !s.noSeccomp {
+	a = append(a, "--uid", uid, "--gid", gid, "--hostname", userName)
+	if !s.unhardened {
+		a = append(a, "--disable-userns")
+	}
+	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
+	if !s.unhardened {
 		prog, err := seccompProgram()
 		if err != nil {
 			return nil, fmt.Errorf("%w: building the seccomp filter: %w", ErrInvalidSpec, err)
@@ -238,12 +240,18 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 	a = append(a,
 		"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
 		"--perms", "0444", "--ro-bind-data", fd(dataGroup), "/etc/group",
-		// A fresh /proc whose kernel knobs are read-only, whatever uid the sandbox maps to.
-		"--proc", "/proc", "--ro-bind", "/proc/sys", "/proc/sys",
-		// bwrap's /dev is a tmpfs of its own: its shm gets a sized tmpfs, the rest is read-only.
-		"--dev", "/dev", "--size", size(lim.Shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
-		"--size", size(lim.Tmp), "--tmpfs", "/tmp",
-		"--size", size(lim.Home), "--tmpfs", "/home", "--perms", "0700", "--dir", Home)
+		"--proc", "/proc")
+	if s.unhardened {
+		a = append(a, "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home")
+	} else {
+		a = append(a,
+			// A fresh /proc whose kernel knobs are read-only, whatever uid the sandbox maps to.
+			"--ro-bind", "/proc/sys", "/proc/sys",
+			// bwrap's /dev is a tmpfs of its own: its shm gets a sized tmpfs, the rest is read-only.
+			"--dev", "/dev", "--size", size(lim.Shm), "--tmpfs", "/dev/shm", "--remount-ro", "/dev",
+			"--size", size(lim.Tmp), "--tmpfs", "/tmp", "--size", size(lim.Home), "--tmpfs", "/home")
+	}
+	a = append(a, "--perms", "0700", "--dir", Home)
 	if s.Interpreter != "" {
 		a = append(a, "--ro-bind", s.Interpreter, InterpreterDir)
 	} else {
@@ -271,7 +279,9 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 		a = append(a, "--setenv", kv[0], kv[1])
 	}
 	a = append(a, "--")
-	a = append(a, limitPrefix(lim)...)
+	if !s.unhardened {
+		a = append(a, limitPrefix(lim)...)
+	}
 	return &Plan{Args: append(a, s.Command...), Files: p.files}, nil
 }
 

@@ -48,6 +48,9 @@ func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, erro
 		return nil, err
 	}
 	ident, err := HostIdentity(ctx, o.User)
+	if s.unhardened {
+		ident, err = Identity{UID: os.Geteuid(), GID: os.Getegid()}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -521,3 +521,28 @@ func TestCheck(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSessionHardening measures what hardening costs a session: the same
+// `python3 -c pass` run hardened (sandbox user, seccomp, limits through prlimit,
+// read-only /proc/sys and /dev, sized tmpfs, no nested user namespaces) and as
+// pylayer ran it before. bench/run.sh prints the difference.
+func BenchmarkSessionHardening(b *testing.B) {
+	bw, err := FindBwrap()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name       string
+		unhardened bool
+	}{{"hardened", false}, {"unhardened", true}} {
+		b.Run(tt.name, func(b *testing.B) {
+			s := Spec{Command: []string{"python3", "-S", "-c", "pass"}, unhardened: tt.unhardened}
+			for b.Loop() {
+				res, err := Run(context.Background(), bw, s, RunOptions{})
+				if err != nil || res.ExitCode != 0 {
+					b.Fatalf("%v %+v", err, res)
+				}
+			}
+		})
+	}
+}

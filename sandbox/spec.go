@@ -58,9 +58,11 @@ type Spec struct {
 	// Limits are the session's resource limits (defaults when zero).
 	Limits Limits
 
-	// noSeccomp leaves the seccomp filter out: for the benchmark that measures
-	// what hardening costs, never for a session.
-	noSeccomp bool
+	// unhardened builds the sandbox as pylayer did before it was hardened (no
+	// seccomp, no limits, nested user namespaces, writable /proc/sys, bwrap run
+	// as the caller): only for the benchmark that measures what hardening costs,
+	// never for a session. It is unexported so nothing outside can ask for it.
+	unhardened bool
 }
 
 // Degraded reports whether s runs the host's /usr/bin/python3 instead of a
