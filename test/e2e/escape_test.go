@@ -408,3 +408,59 @@ func lastLine(s string) string {
 	}
 	return s
 }
+
+// TestSandboxWorkspacePaths: a workspace is bound only through real directories the caller
+// owns. A symlink planted by an earlier session (as a workspace path or one of its
+// components) cannot redirect a later session's read-write mount to a host directory, and,
+// for root's sessions, neither can a directory an earlier session can still change.
+func TestSandboxWorkspacePaths(t *testing.T) {
+	t.Parallel()
+	for _, c := range callers(t) {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			h := newEscapeHost(t, c)
+			// An earlier session plants links in its workspace, as it may.
+			r := h.run(ctx, t, "run", "--workspace", h.ws, "--", "python3", "-c",
+				`import os; os.symlink("/etc", "/workspace/etc-link"); os.makedirs("/workspace/real/sub"); os.symlink("/workspace/real", "/workspace/dir-link")`)
+			if r.code != 0 {
+				t.Fatalf("planting links: exit %d\n%s", r.code, r.stderr)
+			}
+			// The links point at host paths once the session is over: /etc, and the real directory.
+			if err := os.Remove(filepath.Join(h.ws, "dir-link")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(filepath.Join(h.ws, "real"), filepath.Join(h.ws, "dir-link")); err != nil {
+				t.Fatal(err)
+			}
+			if c.cred != nil {
+				os.Lchown(filepath.Join(h.ws, "dir-link"), c.uid, int(c.cred.Gid))
+			}
+			tests := []struct {
+				name, ws, want string
+			}{
+				{"a symlink to a host directory", filepath.Join(h.ws, "etc-link"), "symbolic link"},
+				{"a symlink among the components", filepath.Join(h.ws, "dir-link", "sub"), "symbolic link"},
+			}
+			if c.uid == 0 {
+				// The earlier session's workspace belongs to the sandbox user, who could swap
+				// real/sub for a link between pylayer's check and bwrap's mount.
+				tests = append(tests, struct{ name, ws, want string }{"inside an earlier session's workspace", filepath.Join(h.ws, "real", "sub"), "writable by the sandbox user"})
+			} else {
+				root := sharedDir(t) // owned by root, not the caller
+				tests = append(tests, struct{ name, ws, want string }{"a directory the caller does not own", root, "must be a directory you own"})
+			}
+			for _, tt := range tests {
+				r := h.run(ctx, t, "run", "--workspace", tt.ws, "--", "python3", "-c", `open("/workspace/pwned", "w").close()`)
+				if r.code == 0 || !strings.Contains(r.stderr, tt.want) {
+					t.Errorf("%s: exit %d, stderr %q: want a refusal that says %q", tt.name, r.code, r.stderr, tt.want)
+				}
+			}
+			for _, p := range []string{"/etc/pwned", filepath.Join(h.ws, "real", "sub", "pwned"), filepath.Join(h.ws, "real", "pwned")} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("a refused session wrote %s", p)
+				}
+			}
+		})
+	}
+}
