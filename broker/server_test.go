@@ -343,14 +343,14 @@ func TestLongPoll(t *testing.T) {
 				e.mustDo("GET", "/v1/requests/"+r.ID+"?wait=50s", e.agentA, "", "", 200, &got)
 				res <- result{got, time.Since(start)}
 			}()
-			time.Sleep(200 * time.Millisecond) // let the poll start waiting
+			waitFor(t, "the long poll to wait", func() bool { return broker.Watched(e.srv) > 0 })
 			tc.change(r.ID)
 			got := <-res
 			if got.r.State != tc.want {
 				t.Errorf("long poll returned %s, want %s", got.r.State, tc.want)
 			}
 			// Far below the 2s recheck: the notification woke it.
-			if got.d > 200*time.Millisecond+time.Second {
+			if got.d > time.Second+500*time.Millisecond {
 				t.Errorf("long poll took %s", got.d)
 			}
 		})

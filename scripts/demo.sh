@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$PWD/.demo
+# Sessions started by root run as an unprivileged user, which must be able to enter the host
+# cache and the workspace: a checkout under a private directory (mode 0700) cannot hold them.
+if ((EUID == 0)) && ! setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$PWD" 2>/dev/null; then
+  work=/var/tmp/pylayer-demo
+  echo "(this checkout is in a directory other users cannot enter: the demo works in $work)"
+fi
 rm -rf "$work"; mkdir -p "$work"
 step() { printf '\n== %s\n' "$*"; }
 pids=()
