@@ -182,59 +182,29 @@ func (w *Worker) lockFor(ctx context.Context, base *lock.Lock, specs []string, u
 			}
 		}
 	}
-	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindExt, Target: base.Target, Requirements: specs}
-	opts := resolve.Options{Target: base.Target}
+	spec := resolve.LockSpec{Kind: lock.KindExt, Target: base.Target, Base: base, Record: append([]string{}, specs...)}
 	if isolated {
-		l.Kind = lock.KindIso
+		spec.Kind, spec.Base = lock.KindIso, nil
 		for _, s := range base.Requirements {
 			r, err := pep508.ParseRequirement(s)
 			if err != nil {
 				return nil, err
 			}
 			reqs = append(reqs, r)
-			l.Requirements = append(l.Requirements, s)
-		}
-	} else {
-		key, err := base.Key()
-		if err != nil {
-			return nil, err
-		}
-		l.Base = key
-		for _, p := range base.Packages {
-			v, err := pep440.Parse(p.Version)
-			if err != nil {
-				return nil, err
-			}
-			opts.Base = append(opts.Base, resolve.Pin{Name: p.Name, Version: v, File: index.File{Project: p.Name, Filename: p.Filename, URL: p.URL, SHA256: p.SHA256, Size: p.Size}})
+			spec.Record = append(spec.Record, s)
 		}
 	}
 	if upPkg != nil {
-		if !isolated && base.Find(upPkg.Name) != nil {
-			return nil, &resolve.ConflictError{Project: upPkg.Name}
-		}
-		l.Requirements = append(l.Requirements, upPkg.Name+"=="+upPkg.Version)
+		spec.Pinned = []lock.Package{*upPkg}
+		spec.Record = append(spec.Record, upPkg.Name+"=="+upPkg.Version)
 	}
-	resolved, err := resolve.Resolve(ctx, w.cfg.Index, reqs, opts)
+	spec.Requirements = reqs
+	l, err := resolve.NewLock(ctx, w.cfg.Index, w.cfg.Trees, spec)
 	if err != nil {
 		return nil, err
 	}
-	for _, r := range resolved {
-		if upPkg != nil && r.Name == upPkg.Name {
-			continue
-		}
-		if r.File.SHA256 == "" || r.File.Size <= 0 {
-			return nil, fmt.Errorf("the index gives no sha256 or size for %s: pylayer only builds files with both", r.File.Filename)
-		}
-		l.Packages = append(l.Packages, lock.Package{Name: r.Name, Version: r.Version.String(), Filename: r.File.Filename, URL: r.File.URL, SHA256: r.File.SHA256, Size: r.File.Size, RequiredBy: r.RequiredBy})
-	}
-	if upPkg != nil {
-		l.Packages = append(l.Packages, *upPkg)
-	}
 	if len(l.Packages) == 0 {
 		return nil, errors.New("nothing to add: the base layer already provides everything requested")
-	}
-	if _, err := l.Canonical(); err != nil {
-		return nil, err
 	}
 	return l, nil
 }

@@ -113,7 +113,6 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 	}
 
 	var base *lock.Lock
-	var baseKey string
 	var constraints []pep508.Requirement
 	for _, path := range f.constraints {
 		if strings.HasSuffix(path, ".json") {
@@ -129,9 +128,6 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 					return fmt.Errorf("-c %s: an ext layer stacks on a base lock, this one is %s", path, l.Kind)
 				}
 				base = l
-				if baseKey, err = l.Key(); err != nil {
-					return err
-				}
 				continue
 			}
 			for _, p := range l.Packages {
@@ -159,53 +155,18 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 	if err != nil {
 		return fmt.Errorf("--index-url: %w", err)
 	}
-	opts := resolve.Options{Target: tgt, Constraints: constraints, Pre: f.pre}
-	if base != nil {
-		for _, p := range base.Packages {
-			v, err := pep440.Parse(p.Version)
-			if err != nil {
-				return err
-			}
-			opts.Base = append(opts.Base, resolve.Pin{Name: p.Name, Version: v, File: index.File{Project: p.Name, Filename: p.Filename, URL: p.URL, SHA256: p.SHA256, Size: p.Size}})
-		}
-	}
-	resolved, err := resolve.Resolve(ctx, client, reqs, opts)
-	if err != nil {
-		return fmt.Errorf("cannot lock: %w", err)
-	}
-
 	cache, err := g.cacheDir()
 	if err != nil {
 		return err
 	}
 	wh := &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: client}
-	l := &lock.Lock{Version: lock.FormatVersion, Kind: kind, Base: baseKey, Target: tgt}
-	for _, r := range reqs {
-		l.Requirements = append(l.Requirements, r.String())
+	l, err := resolve.NewLock(ctx, client, wh, resolve.LockSpec{Kind: kind, Target: tgt, Base: base,
+		Requirements: reqs, Constraints: constraints, Pre: f.pre})
+	if err != nil {
+		return fmt.Errorf("cannot lock: %w", err)
 	}
-	for _, c := range constraints {
-		l.Constraints = append(l.Constraints, c.String())
-	}
-	res := lockResult{Lock: f.out, Kind: string(kind), Base: baseKey, Target: tgt}
-	for _, r := range resolved {
-		if r.File.SHA256 == "" {
-			return fmt.Errorf("the index gives no sha256 for %s: pylayer only locks files with hashes", r.File.Filename)
-		}
-		p := lock.Package{Name: r.Name, Version: r.Version.String(), Filename: r.File.Filename, URL: r.File.URL, SHA256: r.File.SHA256, Size: r.File.Size, RequiredBy: r.RequiredBy}
-		if p.Size <= 0 {
-			// The index did not say (PEP 503 HTML has no sizes): fetch it into the wheelhouse,
-			// where the build will want it anyway, hash checked.
-			path, err := wh.Wheel(ctx, p)
-			if err != nil {
-				return err
-			}
-			fi, err := os.Stat(path)
-			if err != nil {
-				return err
-			}
-			p.Size = fi.Size()
-		}
-		l.Packages = append(l.Packages, p)
+	res := lockResult{Lock: f.out, Kind: string(kind), Base: l.Base, Target: tgt}
+	for _, p := range l.Packages {
 		res.Packages = append(res.Packages, pkgVersion{p.Name, p.Version})
 	}
 	key, err := lock.WriteFile(f.out, l)

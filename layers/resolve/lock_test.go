@@ -1,0 +1,145 @@
+package resolve
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/index"
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/test/fixture"
+)
+
+// indexes writes wheels once and serves the directory twice: through pylayer's own index
+// server (PEP 691 JSON, sizes given) and as a plain PEP 503 directory (sha256 fragments,
+// no sizes).
+func indexes(t *testing.T, wheels ...fixture.Wheel) (dir string, full, plain *index.Client) {
+	t.Helper()
+	dir = t.TempDir()
+	for _, w := range wheels {
+		if _, err := w.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, err := index.NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := func(h http.Handler) *index.Client {
+		hs := httptest.NewServer(h)
+		t.Cleanup(hs.Close)
+		c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	return dir, client(srv), client(fixture.PlainIndex(dir))
+}
+
+// TestNewLockFillsSizes: a plain PEP 503 index gives no sizes; NewLock fills each from the
+// wheel it fetches into the wheelhouse, so the lock is the one a sized index gives (but for
+// the URLs, which name the server).
+func TestNewLockFillsSizes(t *testing.T) {
+	ctx := context.Background()
+	dir, full, plain := indexes(t, w("a", "1.0", "b>=1"), w("b", "1.0"), w("b", "2.0"))
+	spec := LockSpec{Kind: lock.KindBase, Target: tgt(t), Requirements: reqs(t, "a")}
+	fromFull, err := NewLock(ctx, full, nil, spec)
+	if err != nil {
+		t.Fatalf("sized index: %v", err)
+	}
+	if _, err := NewLock(ctx, plain, nil, spec); err == nil || !strings.Contains(err.Error(), "no size") {
+		t.Fatalf("plain index, no wheelhouse: err %v, want one saying the index gives no size", err)
+	}
+	wh := &build.Builder{Root: t.TempDir(), Fetcher: plain}
+	fromPlain, err := NewLock(ctx, plain, wh, spec)
+	if err != nil {
+		t.Fatalf("plain index: %v", err)
+	}
+	if len(fromPlain.Packages) != 2 || len(fromFull.Packages) != 2 {
+		t.Fatalf("packages: plain %+v, full %+v", fromPlain.Packages, fromFull.Packages)
+	}
+	for i, p := range fromPlain.Packages {
+		q := fromFull.Packages[i]
+		fi, err := os.Stat(filepath.Join(dir, p.Filename))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Size != fi.Size() || p.Size != q.Size || p.SHA256 != q.SHA256 || p.Filename != q.Filename || p.Version != q.Version {
+			t.Errorf("plain index locked %+v, sized index %+v (file is %d bytes)", p, q, fi.Size())
+		}
+		if _, err := os.Stat(filepath.Join(wh.Root, "wheels", p.SHA256, p.Filename)); err != nil {
+			t.Errorf("%s is not in the wheelhouse after its size was filled: %v", p.Filename, err)
+		}
+	}
+	if fromPlain.Requirements[0] != "a" {
+		t.Errorf("requirements recorded %q, want [a]", fromPlain.Requirements)
+	}
+}
+
+// TestNewLockExt: an ext lock records its base's key, keeps its pins out of the result,
+// records what it is told to, and keeps a pinned package as it is.
+func TestNewLockExt(t *testing.T) {
+	ctx := context.Background()
+	_, full, _ := indexes(t, w("pin", "1.0"), w("pin", "2.0"), w("foo", "1.0", "pin"), w("up", "1.0"))
+	base, err := NewLock(ctx, full, nil, LockSpec{Kind: lock.KindBase, Target: tgt(t), Requirements: reqs(t, "pin<2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseKey, _ := base.Key()
+	up := lock.Package{Name: "up", Version: "1.0", Filename: "up-1.0-py3-none-any.whl", URL: "upload:" + strings.Repeat("a", 64),
+		SHA256: strings.Repeat("a", 64), Size: 10, RequiredBy: []string{lock.Requested}}
+	tests := []struct {
+		name    string
+		spec    LockSpec
+		want    string // name==version of the packages, or the error
+		wantErr func(error) bool
+	}{
+		{"delta", LockSpec{Kind: lock.KindExt, Base: base, Requirements: reqs(t, "foo")}, "foo==1.0", nil},
+		{"pinned kept", LockSpec{Kind: lock.KindExt, Base: base, Requirements: reqs(t, "foo", "up"), Record: []string{"foo", "up==1.0"}, Pinned: []lock.Package{up}},
+			"foo==1.0 up==1.0", nil},
+		{"pinned in base", LockSpec{Kind: lock.KindExt, Base: base, Pinned: []lock.Package{{Name: "pin", Version: "1.0"}}}, "",
+			func(err error) bool { var ce *ConflictError; return errors.As(err, &ce) && ce.Project == "pin" }},
+		{"base pin conflict", LockSpec{Kind: lock.KindExt, Base: base, Requirements: reqs(t, "pin>=2")}, "",
+			func(err error) bool { var ce *ConflictError; return errors.As(err, &ce) && len(ce.BasePins()) > 0 }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.spec.Target = tgt(t)
+			l, err := NewLock(ctx, full, nil, tc.spec)
+			if tc.wantErr != nil {
+				if err == nil || !tc.wantErr(err) {
+					t.Fatalf("err %v, want a conflict", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, p := range l.Packages {
+				got = append(got, p.Name+"=="+p.Version)
+			}
+			if strings.Join(got, " ") != tc.want || l.Base != baseKey || l.Kind != lock.KindExt {
+				t.Errorf("got %v base %s kind %s, want %s over %s", got, l.Base, l.Kind, tc.want, baseKey)
+			}
+			if tc.spec.Record != nil && strings.Join(l.Requirements, " ") != strings.Join(tc.spec.Record, " ") {
+				t.Errorf("recorded %v, want %v", l.Requirements, tc.spec.Record)
+			}
+		})
+	}
+}
+
+// TestPackageNeedsSHA256: a file without a hash is never locked.
+func TestPackageNeedsSHA256(t *testing.T) {
+	_, err := Package(context.Background(), nil, Resolved{Name: "a", File: index.File{Filename: "a-1.0-py3-none-any.whl", Size: 3}})
+	if err == nil || !strings.Contains(err.Error(), "no sha256") {
+		t.Fatalf("err %v, want one saying the index gives no sha256", err)
+	}
+}
