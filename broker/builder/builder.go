@@ -19,8 +19,8 @@ import (
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
-	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/publish"
 	"github.com/pylayer/pylayer/registry"
 )
 
@@ -256,27 +256,12 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 		delete(w.inflight, tag)
 		w.mu.Unlock()
 	}()
-	repo := w.cfg.Repo
-	f.desc, f.err = repo.Resolve(ctx, tag)
-	switch {
-	case f.err == nil:
-		w.binds.Add(1)
-	case errors.Is(f.err, registry.ErrNotFound):
-		var a oci.Artifact
-		if a, f.err = oci.LayerArtifact(ctx, w.cfg.Trees, l); f.err != nil {
-			return f.desc, f.err
-		}
-		if f.desc, _, f.err = registry.Push(ctx, repo, a, tag); f.err != nil {
-			return f.desc, f.err
-		}
+	res, err := publish.Publish(ctx, w.cfg.Repo, tag, publish.Layer(w.cfg.Trees, l), w.cfg.Signer)
+	f.desc, f.err = res.Desc, err
+	if res.Pushed {
 		w.builds.Add(1)
-	default:
-		return f.desc, f.err
-	}
-	// Sign every time: signing what is already signed by this key writes nothing, and a
-	// layer pushed by a worker that died before signing gets its signature now.
-	if _, err := sign.Sign(ctx, repo, f.desc, repo.Name(), w.cfg.Signer); err != nil {
-		f.err = fmt.Errorf("signing %s: %w", tag, err)
+	} else if res.Desc.Digest != "" {
+		w.binds.Add(1)
 	}
 	return f.desc, f.err
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,12 +9,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/publish"
 	"github.com/pylayer/pylayer/registry"
 )
 
@@ -94,7 +95,6 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 // it, and points the extra tags at it.
 func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer sign.Signer, keyPath, tag string, tags []string, make func() (oci.Artifact, error)) (publishResult, error) {
 	ctx := cmd.Context()
-	log := logctx.From(ctx)
 	res := publishResult{Tag: tag}
 	ref, repo, err := rf.open(cmd, repoStr)
 	if err != nil {
@@ -103,42 +103,17 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 	if ref.Tag != "" || ref.Digest != "" {
 		return res, fmt.Errorf("--repo %s: give the repository only; pylayer chooses the tag", repoStr)
 	}
-	desc, err := repo.Resolve(ctx, tag)
-	switch {
-	case err == nil:
-		log.Debug("already published, not pushing again", "tag", tag)
-	case errors.Is(err, registry.ErrNotFound):
-		a, err := make()
-		if err != nil {
-			return res, err
-		}
-		if desc, res.Stats, err = registry.Push(ctx, repo, a, tag); err != nil {
-			return res, err
-		}
-		res.Pushed = true
-		log.Debug("pushed", "tag", tag, "uploaded", res.Stats.Uploaded, "skipped", res.Stats.Skipped, "bytes", res.Stats.BytesUploaded)
-	default:
+	pub, err := publish.Publish(ctx, repo, tag, func(context.Context) (oci.Artifact, error) { return make() }, signer, tags...)
+	if err != nil {
 		return res, err
 	}
-	if _, err := sign.Sign(ctx, repo, desc, repo.Name(), signer); err != nil {
-		return res, fmt.Errorf("signing %s@%s: %w", repo.Name(), desc.Digest, err)
-	}
+	res.Pushed, res.Stats = pub.Pushed, pub.Stats
 	if ids, err := sign.NewVerifier(keyPath, signer); err == nil {
 		if k := ids.KeyIDs(); len(k) > 0 {
 			res.SignedBy = k[0]
 		}
 	}
-	for _, t := range tags {
-		raw, err := repo.Manifest(ctx, desc)
-		if err != nil {
-			return res, err
-		}
-		if _, err := repo.PushManifest(ctx, raw, desc.MediaType, t); err != nil {
-			return res, fmt.Errorf("tagging %s: %w", t, err)
-		}
-	}
-	res.Digest = desc.Digest.String()
-	res.Ref = repo.Name() + "@" + res.Digest
+	res.Digest, res.Ref = pub.Desc.Digest.String(), pub.Ref(repo)
 	return res, nil
 }
 
