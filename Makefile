@@ -8,9 +8,10 @@ TOOLS ?= $(HOME)/.cache/pylayer/tools
 export PATH := $(BIN):$(PATH)
 export PYLAYER_TOOLS := $(TOOLS)
 
-# Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download.
+# Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download,
+# PostgreSQL's server binaries (the broker's store tests start their own server, no service).
 DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
-            python3.11-venv docker-registry bubblewrap chromium chromium-driver
+            python3.11-venv docker-registry bubblewrap chromium chromium-driver postgresql
 
 .PHONY: all build deps tools test unit lint fuzz demo bench clean
 

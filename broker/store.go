@@ -15,6 +15,10 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrInvalid: an argument the store refuses (an empty ID, a changed immutable field).
 	ErrInvalid = errors.New("invalid argument")
+	// ErrUnavailable: something the broker depends on (the package index, the registry,
+	// the database) failed in a way that may pass: nothing was decided or stored, and the
+	// same call may succeed later. The API answers 503 with Retry-After.
+	ErrUnavailable = errors.New("temporarily unavailable")
 )
 
 // Request states. Terminal states end a long poll.
@@ -130,32 +134,62 @@ type RequestFilter struct {
 	Owner     string // the owner of the request's session
 }
 
+// RebasePlan is everything a rebase changes, applied by Store.ApplyRebase in one
+// transaction: the session's new base, the bindings it keeps, the requests filed again
+// against the new base and the audit events that record it all.
+type RebasePlan struct {
+	SessionID string
+	// FromBase is the base the plan was made from: if the session is on another base by
+	// the time the plan is applied (a concurrent rebase), ApplyRebase refuses with
+	// ErrConflict and changes nothing.
+	FromBase    string
+	Interpreter string
+	Base        string
+	BaseLock    []byte
+	Bindings    []Binding    // replace every binding of the session
+	Requests    []Request    // created, each with its own ID
+	Audit       []AuditEvent // appended
+}
+
 // Store keeps sessions, tokens, requests, bindings and the audit log. Implementations
 // must be safe for concurrent use and wrap ErrNotFound, ErrConflict and ErrInvalid.
 // Lists are ordered oldest first. Times round-trip with nanosecond precision in UTC.
+//
+// Every change that takes audit events appends them in the transaction that makes the
+// change: a crash or a failed insert leaves both or neither, never one without the other.
 type Store interface {
-	// CreateSession adds s; ErrConflict if its ID exists.
-	CreateSession(ctx context.Context, s Session) error
+	// CreateSession adds s and appends audit; ErrConflict if its ID exists.
+	CreateSession(ctx context.Context, s Session, audit ...AuditEvent) error
 	GetSession(ctx context.Context, id string) (Session, error)
 	// ListSessions returns the sessions of owner, or all of them for "".
 	ListSessions(ctx context.Context, owner string) ([]Session, error)
 	SetSessionBase(ctx context.Context, id, interpreter, base string, baseLock []byte) error
 
-	// PutToken adds t; ErrConflict if its hash exists.
-	PutToken(ctx context.Context, t Token) error
+	// PutToken adds t and appends audit; ErrConflict if its hash exists.
+	PutToken(ctx context.Context, t Token, audit ...AuditEvent) error
 	GetToken(ctx context.Context, hash string) (Token, error)
 
-	// CreateRequest adds r; ErrConflict if its ID exists, ErrNotFound without its session.
-	CreateRequest(ctx context.Context, r Request) error
+	// CreateRequest adds r and appends audit; ErrConflict if its ID exists, ErrNotFound
+	// without its session.
+	CreateRequest(ctx context.Context, r Request, audit ...AuditEvent) error
 	GetRequest(ctx context.Context, id string) (Request, error)
 	// UpdateRequest runs fn on the stored request inside one transaction and writes the
 	// result unless fn fails (its error is returned as is). fn must not change ID,
 	// SessionID or Created, and must not call the store.
 	UpdateRequest(ctx context.Context, id string, fn func(*Request) error) error
+	// Transition is UpdateRequest for a change that is audited: fn returns the event
+	// that records it, appended in the same transaction.
+	Transition(ctx context.Context, id string, fn func(*Request) (AuditEvent, error)) error
 	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
 	// NextBuildable claims the oldest approved request, moving it to building atomically:
 	// two callers never get the same request. ok is false when none is waiting.
 	NextBuildable(ctx context.Context) (r Request, ok bool, err error)
+	// Bind finishes a build in one transaction: the request b.RequestID, which must be
+	// building or built (else ErrConflict), records b.Digest and lockKey and becomes
+	// bound, b is added to its session and audit is appended.
+	Bind(ctx context.Context, b Binding, lockKey string, audit AuditEvent) error
+	// ApplyRebase applies p in one transaction (see RebasePlan).
+	ApplyRebase(ctx context.Context, p RebasePlan) error
 
 	AddBinding(ctx context.Context, b Binding) error
 	Bindings(ctx context.Context, sessionID string) ([]Binding, error)

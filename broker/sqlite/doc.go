@@ -2,8 +2,8 @@
 // no cgo) in WAL mode with a busy timeout, its schema applied by numbered migrations
 // recorded in schema_migrations. The audit table is append-only, enforced by triggers.
 //
-// The SQL avoids SQLite-only features where that is cheap (BIGINT nanosecond times, JSON
-// text columns, existence checks inside transactions instead of parsing driver errors) so
-// that a PostgreSQL store can share it later. It must never import net/http or anything
-// above broker: it is storage only.
+// Its SQL is broker/internal/sqlstore's, shared with broker/postgres; this package holds
+// SQLite's schema and connection settings. BEGIN IMMEDIATE (_txlock=immediate) takes the
+// write lock at the start of every transaction, so read-modify-write needs no row locks.
+// It must never import net/http or anything above broker: it is storage only.
 package sqlite

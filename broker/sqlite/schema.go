@@ -1,12 +1,5 @@
 package sqlite
 
-import (
-	"context"
-	"database/sql"
-	"fmt"
-	"time"
-)
-
 // migrations are applied in order; migrations[i] is schema version i+1. Never edit a
 // released migration: append a new one.
 var migrations = []string{
@@ -75,37 +68,3 @@ var migrations = []string{
 
 // SchemaVersion is the schema version this package writes.
 var SchemaVersion = len(migrations)
-
-// migrate applies the missing migrations in one transaction.
-func migrate(ctx context.Context, db *sql.DB) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("starting migration: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version INTEGER PRIMARY KEY,
-		applied BIGINT NOT NULL
-	)`); err != nil {
-		return fmt.Errorf("creating schema_migrations: %w", err)
-	}
-	var have int
-	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
-		return fmt.Errorf("reading schema version: %w", err)
-	}
-	if have > len(migrations) {
-		return fmt.Errorf("database schema version %d is newer than this pylayer knows (%d): upgrade pylayer", have, len(migrations))
-	}
-	for v := have + 1; v <= len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
-			return fmt.Errorf("applying migration %d: %w", v, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {
-			return fmt.Errorf("recording migration %d: %w", v, err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("committing migrations: %w", err)
-	}
-	return nil
-}

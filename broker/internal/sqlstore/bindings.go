@@ -1,0 +1,137 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+func checkBinding(sessionID string, b *broker.Binding) error {
+	if b.SessionID != sessionID {
+		return fmt.Errorf("%w: binding of session %q given for session %q", broker.ErrInvalid, b.SessionID, sessionID)
+	}
+	if b.Kind != broker.KindExt && b.Kind != broker.KindIso {
+		return fmt.Errorf("%w: binding kind %q, want ext or iso", broker.ErrInvalid, b.Kind)
+	}
+	if b.Digest == "" {
+		return fmt.Errorf("%w: binding without a digest", broker.ErrInvalid)
+	}
+	return nil
+}
+
+func (t tx) insertBinding(ctx context.Context, b *broker.Binding) error {
+	_, err := t.exec(ctx, `INSERT INTO bindings (session_id, kind, digest, ref, request_id, created)
+		VALUES (?, ?, ?, ?, ?, ?)`, b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created))
+	if err != nil {
+		return fmt.Errorf("adding binding to session %q: %w", b.SessionID, err)
+	}
+	return nil
+}
+
+// AddBinding implements broker.Store.
+func (s *Store) AddBinding(ctx context.Context, b broker.Binding) error {
+	if err := checkBinding(b.SessionID, &b); err != nil {
+		return fmt.Errorf("adding binding: %w", err)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		if err := t.sessionExists(ctx, b.SessionID); err != nil {
+			return fmt.Errorf("adding binding: %w", err)
+		}
+		return t.insertBinding(ctx, &b)
+	})
+}
+
+// Bindings implements broker.Store.
+func (s *Store) Bindings(ctx context.Context, sessionID string) ([]broker.Binding, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT session_id, kind, digest, ref, request_id, created
+		FROM bindings WHERE session_id = ? ORDER BY seq`), sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("listing bindings of session %q: %w", sessionID, err)
+	}
+	return collect(rows, fmt.Sprintf("listing bindings of session %q", sessionID), func(sc interface{ Scan(...any) error }) (broker.Binding, error) {
+		var b broker.Binding
+		var created int64
+		err := sc.Scan(&b.SessionID, &b.Kind, &b.Digest, &b.Ref, &b.RequestID, &created)
+		b.Created = fromNanos(created)
+		return b, err
+	})
+}
+
+// ReplaceBindings implements broker.Store.
+func (s *Store) ReplaceBindings(ctx context.Context, sessionID string, bs []broker.Binding) error {
+	for i := range bs {
+		if err := checkBinding(sessionID, &bs[i]); err != nil {
+			return fmt.Errorf("replacing bindings: %w", err)
+		}
+	}
+	return s.inTx(ctx, func(t tx) error { return t.replaceBindings(ctx, sessionID, bs) })
+}
+
+func (t tx) replaceBindings(ctx context.Context, sessionID string, bs []broker.Binding) error {
+	if err := t.sessionExists(ctx, sessionID); err != nil {
+		return fmt.Errorf("replacing bindings: %w", err)
+	}
+	if _, err := t.exec(ctx, `DELETE FROM bindings WHERE session_id = ?`, sessionID); err != nil {
+		return fmt.Errorf("replacing bindings of session %q: %w", sessionID, err)
+	}
+	for i := range bs {
+		if err := t.insertBinding(ctx, &bs[i]); err != nil {
+			return fmt.Errorf("replacing bindings: %w", err)
+		}
+	}
+	return nil
+}
+
+// Audit implements broker.Store.
+func (s *Store) Audit(ctx context.Context, e broker.AuditEvent) error {
+	return s.inTx(ctx, func(t tx) error { return t.audit(ctx, e) })
+}
+
+// audit appends events inside t.
+func (t tx) audit(ctx context.Context, events ...broker.AuditEvent) error {
+	for _, e := range events {
+		if e.Actor == "" || e.Action == "" {
+			return fmt.Errorf("auditing: %w: Actor and Action are required", broker.ErrInvalid)
+		}
+		if e.Time.IsZero() {
+			e.Time = time.Now()
+		}
+		pkgs, err := toJSON(nonNil(e.Packages))
+		if err != nil {
+			return fmt.Errorf("auditing %s: %w", e.Action, err)
+		}
+		if _, err := t.exec(ctx, `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail); err != nil {
+			return fmt.Errorf("auditing %s: %w", e.Action, err)
+		}
+	}
+	return nil
+}
+
+// AuditLog implements broker.Store.
+func (s *Store) AuditLog(ctx context.Context, sessionID string) ([]broker.AuditEvent, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, time, actor, action, session_id, request_id, packages, decision, detail
+		FROM audit WHERE (CAST(? AS TEXT) = '' OR session_id = ?) ORDER BY id`), sessionID, sessionID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	return collect(rows, "reading the audit log", func(sc interface{ Scan(...any) error }) (broker.AuditEvent, error) {
+		var e broker.AuditEvent
+		var tm int64
+		var pkgs string
+		if err := sc.Scan(&e.ID, &tm, &e.Actor, &e.Action, &e.SessionID, &e.RequestID, &pkgs, &e.Decision, &e.Detail); err != nil {
+			return e, err
+		}
+		if err := json.Unmarshal([]byte(pkgs), &e.Packages); err != nil {
+			return e, fmt.Errorf("audit event %d: %w", e.ID, err)
+		}
+		if len(e.Packages) == 0 {
+			e.Packages = nil
+		}
+		e.Time = fromNanos(tm)
+		return e, nil
+	})
+}

@@ -1,0 +1,236 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+const requestCols = `id, session_id, specs, upload, state, decision, reasons, isolated, packages,
+	lock_key, digest, error, approver, created, updated`
+
+func checkRequest(r *broker.Request) error {
+	if r.ID == "" || r.SessionID == "" {
+		return fmt.Errorf("%w: ID and SessionID are required", broker.ErrInvalid)
+	}
+	if !slices.Contains(broker.States, r.State) {
+		return fmt.Errorf("%w: unknown state %q", broker.ErrInvalid, r.State)
+	}
+	return nil
+}
+
+// requestArgs are the values of requestCols, in order.
+func requestArgs(r *broker.Request) ([]any, error) {
+	specs, err := toJSON(nonNil(r.Specs))
+	if err != nil {
+		return nil, err
+	}
+	reasons, err := toJSON(nonNil(r.Reasons))
+	if err != nil {
+		return nil, err
+	}
+	pkgs, err := toJSON(nonNil(r.Packages))
+	if err != nil {
+		return nil, err
+	}
+	iso := 0
+	if r.Isolated {
+		iso = 1
+	}
+	return []any{r.ID, r.SessionID, specs, r.Upload, r.State, r.Decision, reasons, iso, pkgs,
+		r.LockKey, r.Digest, r.Error, r.Approver, nanos(r.Created), nanos(r.Updated)}, nil
+}
+
+func scanRequest(sc interface{ Scan(...any) error }) (broker.Request, error) {
+	var r broker.Request
+	var specs, reasons, pkgs string
+	var iso int
+	var created, updated int64
+	if err := sc.Scan(&r.ID, &r.SessionID, &specs, &r.Upload, &r.State, &r.Decision, &reasons, &iso, &pkgs,
+		&r.LockKey, &r.Digest, &r.Error, &r.Approver, &created, &updated); err != nil {
+		return r, err
+	}
+	if err := json.Unmarshal([]byte(specs), &r.Specs); err != nil {
+		return r, fmt.Errorf("request %q: decoding specs: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(reasons), &r.Reasons); err != nil {
+		return r, fmt.Errorf("request %q: decoding reasons: %w", r.ID, err)
+	}
+	if err := json.Unmarshal([]byte(pkgs), &r.Packages); err != nil {
+		return r, fmt.Errorf("request %q: decoding packages: %w", r.ID, err)
+	}
+	if len(r.Reasons) == 0 {
+		r.Reasons = nil
+	}
+	if len(r.Packages) == 0 {
+		r.Packages = nil
+	}
+	if len(r.Specs) == 0 {
+		r.Specs = nil
+	}
+	r.Isolated = iso != 0
+	r.Created, r.Updated = fromNanos(created), fromNanos(updated)
+	return r, nil
+}
+
+// CreateRequest implements broker.Store.
+func (s *Store) CreateRequest(ctx context.Context, r broker.Request, audit ...broker.AuditEvent) error {
+	return s.inTx(ctx, func(t tx) error {
+		if err := t.createRequest(ctx, &r); err != nil {
+			return err
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
+func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
+	if err := checkRequest(r); err != nil {
+		return fmt.Errorf("creating request: %w", err)
+	}
+	args, err := requestArgs(r)
+	if err != nil {
+		return fmt.Errorf("creating request %q: %w", r.ID, err)
+	}
+	if err := t.sessionExists(ctx, r.SessionID); err != nil {
+		return fmt.Errorf("creating request %q: %w", r.ID, err)
+	}
+	res, err := t.exec(ctx, `INSERT INTO requests (`+requestCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, args...)
+	if err != nil {
+		return fmt.Errorf("creating request %q: %w", r.ID, err)
+	}
+	if ok, err := inserted(res); err != nil {
+		return fmt.Errorf("creating request %q: %w", r.ID, err)
+	} else if !ok {
+		return fmt.Errorf("creating request %q: %w: it exists", r.ID, broker.ErrConflict)
+	}
+	return nil
+}
+
+// GetRequest implements broker.Store.
+func (s *Store) GetRequest(ctx context.Context, id string) (broker.Request, error) {
+	r, err := scanRequest(s.db.QueryRowContext(ctx, s.q(`SELECT `+requestCols+` FROM requests WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("request %q: %w", id, broker.ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("reading request %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// UpdateRequest implements broker.Store.
+func (s *Store) UpdateRequest(ctx context.Context, id string, fn func(*broker.Request) error) error {
+	return s.inTx(ctx, func(t tx) error {
+		_, err := t.updateRequest(ctx, id, fn)
+		return err
+	})
+}
+
+// Transition implements broker.Store.
+func (s *Store) Transition(ctx context.Context, id string, fn func(*broker.Request) (broker.AuditEvent, error)) error {
+	return s.inTx(ctx, func(t tx) error {
+		var e broker.AuditEvent
+		if _, err := t.updateRequest(ctx, id, func(r *broker.Request) error {
+			var err error
+			e, err = fn(r)
+			return err
+		}); err != nil {
+			return err
+		}
+		return t.audit(ctx, e)
+	})
+}
+
+// lockRequest reads a request to change it.
+func (t tx) lockRequest(ctx context.Context, id string) (broker.Request, error) {
+	r, err := scanRequest(t.queryRow(ctx, `SELECT `+requestCols+` FROM requests WHERE id = ?`+t.s.d.ForUpdate, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("request %q: %w", id, broker.ErrNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("reading request %q: %w", id, err)
+	}
+	return r, nil
+}
+
+// updateRequest is UpdateRequest inside t; it returns the request as written.
+func (t tx) updateRequest(ctx context.Context, id string, fn func(*broker.Request) error) (broker.Request, error) {
+	old, err := t.lockRequest(ctx, id)
+	if err != nil {
+		return old, err
+	}
+	r := old
+	r.Specs = slices.Clone(old.Specs)
+	r.Reasons = slices.Clone(old.Reasons)
+	r.Packages = slices.Clone(old.Packages)
+	if err := fn(&r); err != nil {
+		return old, err
+	}
+	if r.ID != old.ID || r.SessionID != old.SessionID || !r.Created.Equal(old.Created) {
+		return old, fmt.Errorf("updating request %q: %w: ID, SessionID and Created cannot change", id, broker.ErrInvalid)
+	}
+	if err := checkRequest(&r); err != nil {
+		return old, fmt.Errorf("updating request %q: %w", id, err)
+	}
+	args, err := requestArgs(&r)
+	if err != nil {
+		return old, fmt.Errorf("updating request %q: %w", id, err)
+	}
+	// args follow requestCols: skip id and session_id (0, 1) and created (13).
+	res, err := t.exec(ctx, `UPDATE requests SET specs = ?, upload = ?, state = ?, decision = ?,
+		reasons = ?, isolated = ?, packages = ?, lock_key = ?, digest = ?, error = ?, approver = ?, updated = ?
+		WHERE id = ?`, append(append(args[2:13:13], args[14]), id)...)
+	if err != nil {
+		return old, fmt.Errorf("updating request %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return old, fmt.Errorf("updating request %q: %d rows changed, want 1 (%v)", id, n, err)
+	}
+	return r, nil
+}
+
+// ListRequests implements broker.Store.
+func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]broker.Request, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+prefixed("r.", requestCols)+` FROM requests r
+		JOIN sessions s ON s.id = r.session_id
+		WHERE (CAST(? AS TEXT) = '' OR r.session_id = ?) AND (CAST(? AS TEXT) = '' OR r.state = ?)
+		AND (CAST(? AS TEXT) = '' OR s.owner = ?)
+		ORDER BY r.created, r.id`), f.SessionID, f.SessionID, f.State, f.State, f.Owner, f.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("listing requests: %w", err)
+	}
+	return collect(rows, "listing requests", scanRequest)
+}
+
+// NextBuildable implements broker.Store. One UPDATE ... RETURNING claims the row, so the
+// claim is atomic without a read-then-write race; the dialect's SkipLocked lets
+// concurrent claimers pass over the row being claimed instead of queueing behind it.
+func (s *Store) NextBuildable(ctx context.Context) (broker.Request, bool, error) {
+	r, err := scanRequest(s.db.QueryRowContext(ctx, s.q(`UPDATE requests SET state = ?, updated = ?
+		WHERE id = (SELECT id FROM requests WHERE state = ? ORDER BY created, id LIMIT 1`+s.d.SkipLocked+`) AND state = ?
+		RETURNING `+requestCols), broker.StateBuilding, time.Now().UnixNano(), broker.StateApproved, broker.StateApproved))
+	if errors.Is(err, sql.ErrNoRows) {
+		return broker.Request{}, false, nil
+	}
+	if err != nil {
+		return broker.Request{}, false, fmt.Errorf("claiming a buildable request: %w", err)
+	}
+	return r, true, nil
+}
+
+// prefixed qualifies each column of a column list with the table alias p.
+func prefixed(p, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, c := range parts {
+		parts[i] = p + strings.TrimSpace(c)
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,319 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+// Dialect is what differs between the databases the store runs on.
+type Dialect struct {
+	// Numbered placeholders ($1, $2, ...) instead of '?'.
+	Numbered bool
+	// ForUpdate is appended to a SELECT that reads a row to change it ("" where the
+	// transaction holds the write lock already, as SQLite's BEGIN IMMEDIATE does).
+	ForUpdate string
+	// SkipLocked is appended to the subquery that picks a buildable request, so that
+	// claimers pass over rows another claimer holds.
+	SkipLocked string
+	// Migrations: Migrations[i] is schema version i+1. Never edit a released one.
+	Migrations []string
+	// LockMigrations, if set, runs first in the migration transaction so that processes
+	// starting at once migrate one after the other.
+	LockMigrations string
+	// CheckWrite proves the database accepts a write without changing what it holds.
+	CheckWrite func(ctx context.Context, tx *sql.Tx) error
+}
+
+// Store is a broker.Store over a database/sql handle.
+type Store struct {
+	db *sql.DB
+	d  *Dialect
+
+	mu    sync.Mutex
+	bound map[string]string // query with '?' -> query with the dialect's placeholders
+}
+
+var (
+	_ broker.Store        = (*Store)(nil)
+	_ broker.WriteChecker = (*Store)(nil)
+)
+
+// New brings db's schema up to date and returns the store; Close closes db.
+func New(ctx context.Context, db *sql.DB, d *Dialect) (*Store, error) {
+	s := &Store{db: db, d: d, bound: map[string]string{}}
+	if err := s.migrate(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB gives the underlying database, for backups and for tests that check the triggers.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SchemaVersion is the schema version of the dialect's migrations.
+func (d *Dialect) SchemaVersion() int { return len(d.Migrations) }
+
+// q rewrites a query written with '?' placeholders for the dialect.
+func (s *Store) q(query string) string {
+	if !s.d.Numbered {
+		return query
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b, ok := s.bound[query]; ok {
+		return b
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			b.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		b.WriteRune(c)
+	}
+	s.bound[query] = b.String()
+	return b.String()
+}
+
+// tx is a transaction that rewrites placeholders.
+type tx struct {
+	s  *Store
+	tx *sql.Tx
+}
+
+func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, t.s.q(query), args...)
+}
+
+func (t tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.s.q(query), args...)
+}
+
+// inTx runs fn in a write transaction and commits it unless fn fails.
+func (s *Store) inTx(ctx context.Context, fn func(tx) error) error {
+	t, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("starting transaction: %w", err)
+	}
+	defer t.Rollback() //nolint:errcheck // a no-op after Commit
+	if err := fn(tx{s, t}); err != nil {
+		return err
+	}
+	if err := t.Commit(); err != nil {
+		return fmt.Errorf("committing: %w", err)
+	}
+	return nil
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func toJSON(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+func (t tx) exists(ctx context.Context, query string, args ...any) (bool, error) {
+	var one int
+	err := t.queryRow(ctx, query, args...).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (t tx) sessionExists(ctx context.Context, id string) error {
+	ok, err := t.exists(ctx, `SELECT 1 FROM sessions WHERE id = ?`, id)
+	if err != nil {
+		return fmt.Errorf("looking up session %q: %w", id, err)
+	}
+	if !ok {
+		return fmt.Errorf("session %q: %w", id, broker.ErrNotFound)
+	}
+	return nil
+}
+
+// inserted reports whether an INSERT ... ON CONFLICT DO NOTHING added its row.
+func inserted(res sql.Result) (bool, error) {
+	n, err := res.RowsAffected()
+	return n == 1, err
+}
+
+// CreateSession implements broker.Store.
+func (s *Store) CreateSession(ctx context.Context, se broker.Session, audit ...broker.AuditEvent) error {
+	if se.ID == "" || se.Owner == "" {
+		return fmt.Errorf("creating session: %w: ID and Owner are required", broker.ErrInvalid)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `INSERT INTO sessions (id, owner, created, interpreter, base, base_lock)
+			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, se.ID, se.Owner, nanos(se.Created), se.Interpreter, se.Base, se.BaseLock)
+		if err != nil {
+			return fmt.Errorf("creating session %q: %w", se.ID, err)
+		}
+		if ok, err := inserted(res); err != nil {
+			return fmt.Errorf("creating session %q: %w", se.ID, err)
+		} else if !ok {
+			return fmt.Errorf("creating session %q: %w: it exists", se.ID, broker.ErrConflict)
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
+const sessionCols = `id, owner, created, interpreter, base, base_lock`
+
+func scanSession(sc interface{ Scan(...any) error }) (broker.Session, error) {
+	var se broker.Session
+	var created int64
+	if err := sc.Scan(&se.ID, &se.Owner, &created, &se.Interpreter, &se.Base, &se.BaseLock); err != nil {
+		return se, err
+	}
+	if len(se.BaseLock) == 0 {
+		se.BaseLock = nil
+	}
+	se.Created = fromNanos(created)
+	return se, nil
+}
+
+// GetSession implements broker.Store.
+func (s *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
+	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions WHERE id = ?`), id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return se, fmt.Errorf("session %q: %w", id, broker.ErrNotFound)
+	}
+	if err != nil {
+		return se, fmt.Errorf("reading session %q: %w", id, err)
+	}
+	return se, nil
+}
+
+// ListSessions implements broker.Store.
+func (s *Store) ListSessions(ctx context.Context, owner string) ([]broker.Session, error) {
+	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions
+		WHERE (CAST(? AS TEXT) = '' OR owner = ?) ORDER BY created, id`), owner, owner)
+	if err != nil {
+		return nil, fmt.Errorf("listing sessions: %w", err)
+	}
+	return collect(rows, "listing sessions", scanSession)
+}
+
+// collect scans every row with scan and closes rows; errors say what was being listed.
+func collect[T any](rows *sql.Rows, what string, scan func(sc interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+// SetSessionBase implements broker.Store.
+func (s *Store) SetSessionBase(ctx context.Context, id, interpreter, base string, baseLock []byte) error {
+	return s.inTx(ctx, func(t tx) error { return t.setBase(ctx, id, interpreter, base, baseLock) })
+}
+
+func (t tx) setBase(ctx context.Context, id, interpreter, base string, baseLock []byte) error {
+	res, err := t.exec(ctx, `UPDATE sessions SET interpreter = ?, base = ?, base_lock = ? WHERE id = ?`,
+		interpreter, base, baseLock, id)
+	if err != nil {
+		return fmt.Errorf("setting the base of session %q: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("setting the base of session %q: %w", id, err)
+	} else if n == 0 {
+		return fmt.Errorf("session %q: %w", id, broker.ErrNotFound)
+	}
+	return nil
+}
+
+// PutToken implements broker.Store.
+func (s *Store) PutToken(ctx context.Context, tok broker.Token, audit ...broker.AuditEvent) error {
+	switch tok.Role {
+	case broker.RoleAdmin, broker.RoleOwner, broker.RoleAgent:
+	default:
+		return fmt.Errorf("storing token: %w: unknown role %q", broker.ErrInvalid, tok.Role)
+	}
+	if tok.Hash == "" || tok.Subject == "" {
+		return fmt.Errorf("storing token: %w: Hash and Subject are required", broker.ErrInvalid)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		res, err := t.exec(ctx, `INSERT INTO tokens (hash, role, subject, created) VALUES (?, ?, ?, ?)
+			ON CONFLICT DO NOTHING`, tok.Hash, tok.Role, tok.Subject, nanos(tok.Created))
+		if err != nil {
+			return fmt.Errorf("storing token: %w", err)
+		}
+		if ok, err := inserted(res); err != nil {
+			return fmt.Errorf("storing token: %w", err)
+		} else if !ok {
+			return fmt.Errorf("storing token: %w: the hash exists", broker.ErrConflict)
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
+// GetToken implements broker.Store.
+func (s *Store) GetToken(ctx context.Context, hash string) (broker.Token, error) {
+	tok := broker.Token{Hash: hash}
+	var created int64
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT role, subject, created FROM tokens WHERE hash = ?`), hash).
+		Scan(&tok.Role, &tok.Subject, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return broker.Token{}, fmt.Errorf("token: %w", broker.ErrNotFound) // never echo the hash
+	}
+	if err != nil {
+		return broker.Token{}, fmt.Errorf("reading token: %w", err)
+	}
+	tok.Created = fromNanos(created)
+	return tok, nil
+}
+
+// CheckWrite implements broker.WriteChecker with the dialect's check.
+func (s *Store) CheckWrite(ctx context.Context) error {
+	return s.inTx(ctx, func(t tx) error {
+		if err := s.d.CheckWrite(ctx, t.tx); err != nil {
+			return fmt.Errorf("checking the store accepts writes: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,118 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/internal/sqlstore"
+)
+
+// Store is a broker.Store in a PostgreSQL database.
+type Store struct {
+	*sqlstore.Store
+}
+
+var (
+	_ broker.Store        = (*Store)(nil)
+	_ broker.WriteChecker = (*Store)(nil)
+)
+
+// Option changes how Open connects.
+type Option func(*options)
+
+type options struct {
+	wrap     func(driver.Connector) driver.Connector
+	maxConns int
+}
+
+// WithConnector wraps the driver's connector, e.g. to inject faults in tests.
+func WithConnector(wrap func(driver.Connector) driver.Connector) Option {
+	return func(o *options) { o.wrap = wrap }
+}
+
+// WithMaxConns bounds the open connections to the database (default 16).
+func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
+
+// IsURL reports whether dsn names a PostgreSQL database (postgres:// or postgresql://).
+func IsURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
+}
+
+// Redact returns dsn without its password, for logs and errors.
+func Redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil {
+		return "postgres://(unparsable URL)"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// Open connects to the database at dsn (postgres://user@host:port/db?sslmode=...; see
+// libpq's connection URIs; a password is better kept in PGPASSWORD or ~/.pgpass than in
+// the URL) and brings its schema up to date.
+func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
+	o := options{maxConns: 16}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil { // pgx's message may quote the URL, password included
+		return nil, fmt.Errorf("opening store %s: %w: not a PostgreSQL connection URL", Redact(dsn), broker.ErrInvalid)
+	}
+	c := stdlib.GetConnector(*cfg)
+	if o.wrap != nil {
+		c = o.wrap(c)
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxOpenConns(o.maxConns)
+	db.SetMaxIdleConns(o.maxConns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w (is PostgreSQL running there, and does the database exist?)", Redact(dsn), err)
+	}
+	s, err := sqlstore.New(ctx, db, dialect)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", Redact(dsn), err)
+	}
+	return &Store{s}, nil
+}
+
+// migrationLock is the pg_advisory_xact_lock key that serialises migrations.
+const migrationLock = 0x70796c61 // "pyla"
+
+var dialect = &sqlstore.Dialect{
+	Numbered:       true,
+	ForUpdate:      " FOR UPDATE",
+	SkipLocked:     " FOR UPDATE SKIP LOCKED",
+	Migrations:     migrations,
+	LockMigrations: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
+	CheckWrite:     checkWrite,
+}
+
+// checkWrite rewrites the newest schema_migrations row with its own values: PostgreSQL
+// writes a new row version and commits it through the WAL like any change.
+func checkWrite(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `UPDATE schema_migrations SET applied = applied
+		WHERE version = (SELECT MAX(version) FROM schema_migrations)`)
+	return err
+}
+
+// SchemaVersion is the schema version this package writes.
+var SchemaVersion = len(migrations)

@@ -1,0 +1,70 @@
+package postgres
+
+// migrations are applied in order; migrations[i] is schema version i+1. Never edit a
+// released migration: append a new one. Text keys use the "C" collation so that ordering
+// by them is bytewise, as in SQLite, whatever locale the cluster was created with.
+var migrations = []string{
+	// 1: the initial schema, the same tables as broker/sqlite's.
+	`CREATE TABLE sessions (
+		id          TEXT COLLATE "C" PRIMARY KEY,
+		owner       TEXT COLLATE "C" NOT NULL,
+		created     BIGINT NOT NULL,
+		interpreter TEXT NOT NULL DEFAULT '',
+		base        TEXT NOT NULL DEFAULT '',
+		base_lock   BYTEA
+	);
+	CREATE INDEX sessions_owner ON sessions (owner, created);
+	CREATE TABLE tokens (
+		hash    TEXT COLLATE "C" PRIMARY KEY,
+		role    TEXT NOT NULL CHECK (role IN ('admin', 'owner', 'agent')),
+		subject TEXT NOT NULL,
+		created BIGINT NOT NULL
+	);
+	CREATE TABLE requests (
+		id         TEXT COLLATE "C" PRIMARY KEY,
+		session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions (id),
+		specs      TEXT NOT NULL,
+		upload     TEXT NOT NULL,
+		state      TEXT COLLATE "C" NOT NULL,
+		decision   TEXT NOT NULL,
+		reasons    TEXT NOT NULL,
+		isolated   INTEGER NOT NULL,
+		packages   TEXT NOT NULL,
+		lock_key   TEXT NOT NULL,
+		digest     TEXT NOT NULL,
+		error      TEXT NOT NULL,
+		approver   TEXT NOT NULL,
+		created    BIGINT NOT NULL,
+		updated    BIGINT NOT NULL
+	);
+	CREATE INDEX requests_state ON requests (state, created);
+	CREATE INDEX requests_session ON requests (session_id, created);
+	CREATE TABLE bindings (
+		seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		session_id TEXT COLLATE "C" NOT NULL REFERENCES sessions (id),
+		kind       TEXT NOT NULL CHECK (kind IN ('ext', 'iso')),
+		digest     TEXT NOT NULL,
+		ref        TEXT NOT NULL,
+		request_id TEXT NOT NULL,
+		created    BIGINT NOT NULL
+	);
+	CREATE INDEX bindings_session ON bindings (session_id, seq);
+	CREATE TABLE audit (
+		id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		time       BIGINT NOT NULL,
+		actor      TEXT NOT NULL,
+		action     TEXT NOT NULL,
+		session_id TEXT COLLATE "C" NOT NULL,
+		request_id TEXT NOT NULL,
+		packages   TEXT NOT NULL,
+		decision   TEXT NOT NULL,
+		detail     TEXT NOT NULL
+	);
+	CREATE INDEX audit_session ON audit (session_id, id);
+	CREATE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $$;
+	CREATE TRIGGER audit_no_update BEFORE UPDATE OR DELETE ON audit
+		FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+	CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
+		FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();`,
+}
