@@ -1,11 +1,15 @@
 // Package pep440 implements PEP 440 versions and version specifiers with
-// the exact semantics of packaging 21.3, the copy vendored by pip 23.2, which
-// is the behaviour pylayer is compared against.
+// the semantics of packaging 26.2, the copy vendored by pip 26.1-26.2:
+// wildcard and "~=" clauses compared on parsed versions (epochs and zeros
+// included), specifier sets that keep every distinct clause, the pre-release
+// rules of packaging 24.2-26.2 (a pre-release operand of "<" or ">" admits
+// pre-releases; filter falls back to pre-releases when no final release
+// matches; "<V.postN" and ">V" exclude only pre-, post- and local versions of
+// exactly V).
 //
-// Where packaging 21.3 has a quirk that pip users observe (for example that
-// "<1.0" excludes "1.0.dev1", that ">1.0" excludes "1.0.post1", or that
-// SpecifierSet.filter with a non-empty set never falls back to
-// pre-releases), this package reproduces it and says so in the doc comment.
+// Debian's pip 23 (packaging 21.3) is the test oracle where the two agree;
+// oracle_test.go names the packaging change behind every answer that
+// differs.
 //
 // Deliberate differences, all of them on input no wheel index serves:
 //   - LegacyVersion does not exist: a string that is not PEP 440 is an error

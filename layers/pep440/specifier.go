@@ -20,9 +20,10 @@ type Specifier struct {
 	Version string
 }
 
-// Operand patterns from packaging 21.3's Specifier._regex_str, one per
-// operator family (Go's regexp has no look-behind). Matched against the
-// operand with surrounding whitespace stripped.
+// Operand patterns of packaging 26.2's Specifier regex, one per operator
+// family. Matched against the operand with surrounding whitespace stripped.
+// "==" and "!=" take either a ".*" suffix or pre/post/dev/local segments,
+// never both ("==1.0a1.*" is invalid since packaging 22.0).
 const (
 	opRelease = `v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)*`
 	opPre     = `(?:[-_\.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_\.]?[0-9]*)?`
@@ -32,7 +33,7 @@ const (
 )
 
 var (
-	eqOperandRE     = regexp.MustCompile(`(?i)^` + opRelease + opPre + opPost + `(?:` + opDev + opLocal + `|\.\*)?$`)
+	eqOperandRE     = regexp.MustCompile(`(?i)^` + opRelease + `(?:\.\*|` + opPre + opPost + opDev + opLocal + `)$`)
 	compatOperandRE = regexp.MustCompile(`(?i)^v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+` + opPre + opPost + opDev + `$`)
 	otherOperandRE  = regexp.MustCompile(`(?i)^` + opRelease + opPre + opPost + opDev + `$`)
 )
@@ -49,7 +50,7 @@ type clause struct {
 }
 
 // ParseSpecifier parses one specifier clause such as ">=1.0", "== 1.0.*" or
-// "~=2.2". It is packaging's Specifier(s), minus LegacySpecifier.
+// "~=2.2". It is packaging 26.2's Specifier(s).
 func ParseSpecifier(s string) (Specifier, error) {
 	c, err := parseClause(s)
 	return c.Specifier, err
@@ -80,8 +81,8 @@ func parseClause(s string) (clause, error) {
 		if ver == "" {
 			return bad("=== needs a version")
 		}
-		if strings.IndexFunc(ver, IsSpace) >= 0 {
-			return bad("the version of === must not contain whitespace")
+		if strings.IndexFunc(ver, IsSpace) >= 0 || strings.ContainsAny(ver, ";)") {
+			return bad("the version of === must not contain whitespace, ';' or ')'")
 		}
 		c.v, c.vOK = tryParse(ver)
 		return c, nil
@@ -121,6 +122,8 @@ func operandHint(op, ver string) string {
 		return "missing version after " + op
 	case op == "~=" && !strings.Contains(ver, "."):
 		return "~= needs at least two release numbers, e.g. ~=1.0"
+	case strings.HasSuffix(ver, ".*") && (op == "==" || op == "!="):
+		return "a .* suffix cannot follow a pre, post, dev or local segment"
 	case strings.HasSuffix(ver, ".*"):
 		return op + " does not allow a .* suffix (only == and != do)"
 	case strings.Contains(ver, "+") && op != "==" && op != "!=":
@@ -132,10 +135,10 @@ func operandHint(op, ver string) string {
 // String returns Op+Version, like str(packaging Specifier).
 func (s Specifier) String() string { return s.Op + s.Version }
 
-// Prereleases reports whether the clause itself admits pre-releases:
-// packaging 21.3's Specifier.prereleases without an override, i.e. the
-// operator is inclusive (== >= <= ~= ===) and its version is a
-// pre-release.
+// Prereleases reports whether the clause itself admits pre-releases, as
+// packaging 26.2's Specifier.prereleases without an override: its version is
+// a pre-release, for every operator but "!=" and "==X.*" (since packaging
+// 24.2 this includes "<" and ">": ">1.0.dev1" admits "1.0").
 func (s Specifier) Prereleases() bool {
 	c, err := parseClause(s.String())
 	return err == nil && c.prereleases()
@@ -143,18 +146,19 @@ func (s Specifier) Prereleases() bool {
 
 // Contains reports whether v satisfies the clause, as packaging's
 // Specifier.contains(v, prereleases=prereleases): a pre-release v never
-// matches unless prereleases is true.
+// matches unless prereleases is true. (packaging 26.2's default,
+// prereleases=None, is Contains(v, true) for a single version.)
 func (s Specifier) Contains(v Version, prereleases bool) bool {
 	c, err := parseClause(s.String())
 	return err == nil && c.contains(v, prereleases)
 }
 
 func (c clause) prereleases() bool {
-	switch c.Op {
-	case "==", ">=", "<=", "~=", "===":
-		return c.vOK && c.v.IsPrerelease()
+	switch {
+	case c.Op == "!=", c.wildcard:
+		return false
 	}
-	return false
+	return c.vOK && c.v.IsPrerelease()
 }
 
 func (c clause) contains(v Version, prereleases bool) bool {
@@ -182,10 +186,15 @@ func (c clause) contains(v Version, prereleases bool) bool {
 	return false
 }
 
-// compatible implements "~=V" as ">=V" and "==P.*", where P is V's
-// release without its last component, computed on the operand text as
-// packaging does.
+// compatible implements "~=V" as ">=V" and "==P.*", where P is V's text
+// split as packaging 26.2 splits it (epoch first, "1rc1" as "1", "rc1"), cut
+// before its first pre, post or dev segment, without its last part. Since
+// packaging 22.0 the prefix is compared on parsed versions, so
+// "~=2022.01.01" contains "2022.1.1".
 func (c clause) compatible(v Version) bool {
+	if v.withoutLocal().Compare(c.v) < 0 {
+		return false
+	}
 	var keep []string
 	for _, seg := range versionSplit(c.Version) {
 		if !isNotSuffix(seg) {
@@ -196,8 +205,10 @@ func (c clause) compatible(v Version) bool {
 	if len(keep) > 0 {
 		keep = keep[:len(keep)-1]
 	}
-	prefix := clause{Specifier: Specifier{Op: "==", Version: strings.Join(keep, ".") + ".*"}, wildcard: true}
-	return v.withoutLocal().Compare(c.v) >= 0 && prefix.equal(v)
+	if len(keep) == 0 {
+		return prefixMatch(v, "")
+	}
+	return prefixMatch(v, keep[0]+"!"+strings.Join(keep[1:], "."))
 }
 
 func (c clause) equal(v Version) bool {
@@ -207,59 +218,57 @@ func (c clause) equal(v Version) bool {
 		}
 		return v.Compare(c.v) == 0
 	}
-	// Prefix match on strings, exactly as packaging 21.3 does it: split
-	// both on dots (and between a release number and a pre-release tag),
-	// cut the candidate to the operand's length, pad release parts with "0".
-	spec := versionSplit(strings.TrimSuffix(c.Version, ".*"))
+	return prefixMatch(v, strings.TrimSuffix(c.Version, ".*"))
+}
+
+// prefixMatch is "==P.*" as packaging 26.2 computes it: P normalized (when
+// it is a version), split into epoch and parts; v without its local segment,
+// split the same way, padded with zero release parts to P's number of
+// numeric parts and cut to P's length, must equal it. So "==2022.01.*"
+// contains "2022.1.3", "==0!2.*" contains "2" and "==2!1.0.0.0.*" contains
+// "2!1.0.0"; pre, post and dev segments of v beyond P do not matter.
+func prefixMatch(v Version, p string) bool {
+	if pv, err := Parse(p); err == nil {
+		p = pv.String()
+	}
+	spec := versionSplit(p)
 	cand := versionSplit(v.withoutLocal().String())
+	if n, m := numericLen(cand), numericLen(spec); n < m {
+		pad := make([]string, 0, len(cand)+m-n)
+		pad = append(pad, cand[:n]...)
+		for ; n < m; n++ {
+			pad = append(pad, "0")
+		}
+		cand = append(pad, cand[numericLen(cand):]...)
+	}
 	if len(cand) > len(spec) {
 		cand = cand[:len(spec)]
 	}
-	ps, pc := padVersion(spec, cand)
-	if len(ps) != len(pc) {
+	if len(cand) != len(spec) {
 		return false
 	}
-	for i := range ps {
-		if ps[i] != pc[i] {
+	for i := range spec {
+		if cand[i] != spec[i] {
 			return false
 		}
 	}
 	return true
 }
 
-// lessThan: v < V, and unless V is itself a pre-release, no pre-release of
-// V's own release ("<3.1" excludes "3.1.dev0" but matches "3.0.dev0").
-func (c clause) lessThan(v Version) bool {
-	if v.Compare(c.v) >= 0 {
-		return false
-	}
-	if !c.v.IsPrerelease() && v.IsPrerelease() && v.base().Equal(c.v.base()) {
-		return false
-	}
-	return true
-}
-
-// greaterThan: v > V, and unless V is itself a post-release, no
-// post-release of V's release; never a local version of V's release.
-func (c clause) greaterThan(v Version) bool {
-	if v.Compare(c.v) <= 0 {
-		return false
-	}
-	if !c.v.IsPostRelease() && v.IsPostRelease() && v.base().Equal(c.v.base()) {
-		return false
-	}
-	if len(v.local) > 0 && v.base().Equal(c.v.base()) {
-		return false
-	}
-	return true
-}
-
 var prefixRE = regexp.MustCompile(`^([0-9]+)((?:a|b|c|rc)[0-9]+)$`)
 
-// versionSplit is packaging's _version_split.
+// versionSplit is packaging 26.2's _version_split: the epoch ("0" when
+// absent), then the dot-separated parts, "1rc1" counted as "1", "rc1".
 func versionSplit(s string) []string {
-	var out []string
-	for _, item := range strings.Split(s, ".") {
+	epoch, rest := "0", s
+	if i := strings.LastIndexByte(s, '!'); i >= 0 {
+		if s[:i] != "" {
+			epoch = s[:i]
+		}
+		rest = s[i+1:]
+	}
+	out := []string{epoch}
+	for _, item := range strings.Split(rest, ".") {
 		if m := prefixRE.FindStringSubmatch(item); m != nil {
 			out = append(out, m[1], m[2])
 		} else {
@@ -269,7 +278,7 @@ func versionSplit(s string) []string {
 	return out
 }
 
-// isNotSuffix is packaging's _is_not_suffix.
+// isNotSuffix is packaging's _is_not_suffix (case-sensitive, as there).
 func isNotSuffix(seg string) bool {
 	for _, p := range []string{"dev", "a", "b", "rc", "post"} {
 		if strings.HasPrefix(seg, p) {
@@ -279,25 +288,49 @@ func isNotSuffix(seg string) bool {
 	return true
 }
 
-// padVersion is packaging's _pad_version.
-func padVersion(left, right []string) ([]string, []string) {
-	lr, rr := leadingDigits(left), leadingDigits(right)
-	pad := func(n int) []string {
-		var z []string
-		for ; n > 0; n-- {
-			z = append(z, "0")
-		}
-		return z
-	}
-	l := append(append(append([]string{}, left[:lr]...), pad(rr-lr)...), left[lr:]...)
-	r := append(append(append([]string{}, right[:rr]...), pad(lr-rr)...), right[rr:]...)
-	return l, r
-}
-
-func leadingDigits(s []string) int {
+func numericLen(parts []string) int {
 	n := 0
-	for n < len(s) && isDigits(s[n]) {
+	for n < len(parts) && isDigits(parts[n]) {
 		n++
 	}
 	return n
+}
+
+// lessThan: v < V and, unless V is itself a pre-release, v is no pre-release
+// at or above V's earliest pre-release (V with .dev0). Since packaging 26.1
+// "<1.0.post1" admits "1.0a1" (but not "1.0.post1.dev0"); "<3.1" excludes
+// "3.1.dev0" and admits "3.0.dev0".
+func (c clause) lessThan(v Version) bool {
+	if v.Compare(c.v) >= 0 {
+		return false
+	}
+	if !c.v.IsPrerelease() && v.IsPrerelease() {
+		earliest := c.v.withoutLocal()
+		earliest.dev = 0
+		if v.Compare(earliest) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// greaterThan: v > V, unless V is no post-release and v is a post-release
+// of exactly V (">1.0" excludes "1.0.post1"; since packaging 26.1 ">1.0a1"
+// admits "1.0.post1"), or v is a local version of exactly V (">1.0.dev1"
+// excludes "1.0.dev1+x" and, since packaging 26.1, admits "1.0+x").
+func (c clause) greaterThan(v Version) bool {
+	if v.Compare(c.v) <= 0 {
+		return false
+	}
+	if !c.v.IsPostRelease() && v.IsPostRelease() {
+		pb := v.withoutLocal()
+		pb.post, pb.dev = -1, -1
+		if pb.Equal(c.v) {
+			return false
+		}
+	}
+	if len(v.local) > 0 && v.withoutLocal().Equal(c.v) {
+		return false
+	}
+	return true
 }

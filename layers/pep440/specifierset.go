@@ -6,11 +6,13 @@ import (
 	"strings"
 )
 
-// SpecifierSet is a conjunction of specifier clauses, packaging's
+// SpecifierSet is a conjunction of specifier clauses, packaging 26.2's
 // SpecifierSet without a prereleases override. The zero value is the empty
-// set, which matches every final release.
+// set, which matches every version. Clauses are deduplicated only when they
+// mean the same (">=1.0" and ">=1.0.0"); distinct clauses are never merged,
+// so "~=1.18,~=1.18.0" keeps both.
 type SpecifierSet struct {
-	clauses []clause // deduplicated, first spelling wins
+	clauses []clause // deduplicated; of equal clauses the one whose String sorts first
 }
 
 // ParseSpecifierSet parses a comma-separated list of clauses. Whitespace
@@ -40,11 +42,17 @@ func MustParseSpecifierSet(s string) SpecifierSet {
 	return set
 }
 
-// canonicalKey is packaging's Specifier._canonical_spec, which decides
-// which clauses a set treats as duplicates: ">=1.0" and ">=1.0.0" are one.
+// canonicalKey is packaging 26.2's Specifier._canonical_spec, which decides
+// which clauses a set treats as duplicates: ">=1.0" and ">=1.0.0" are one,
+// but "~=1.0" and "~=1.0.0" are two (the trailing zero of a "~=" operand
+// changes its meaning), and "===" and ".*" operands compare as written.
 func (c clause) canonicalKey() string {
 	v := c.Version
-	if !c.wildcard && c.vOK {
+	switch {
+	case c.Op == "===" || c.wildcard || !c.vOK:
+	case c.Op == "~=":
+		v = c.v.String()
+	default:
 		v = canonicalVersion(c.v)
 	}
 	return c.Op + "\x00" + v
@@ -63,8 +71,11 @@ func canonicalVersion(v Version) string {
 
 func addClause(cs []clause, c clause) []clause {
 	k := c.canonicalKey()
-	for _, old := range cs {
+	for i, old := range cs {
 		if old.canonicalKey() == k {
+			if c.String() < old.String() {
+				cs[i] = c
+			}
 			return cs
 		}
 	}
@@ -96,7 +107,8 @@ func (s SpecifierSet) Clauses() []Specifier {
 func (s SpecifierSet) IsEmpty() bool { return len(s.clauses) == 0 }
 
 // And returns the intersection of s and o (packaging's s & o): the union of
-// their clauses, deduplicated, s's spelling winning.
+// their clauses, deduplicated as ParseSpecifierSet does. Every distinct
+// clause of either set stays a constraint of the result.
 func (s SpecifierSet) And(o SpecifierSet) SpecifierSet {
 	out := append([]clause(nil), s.clauses...)
 	for _, c := range o.clauses {
@@ -105,9 +117,10 @@ func (s SpecifierSet) And(o SpecifierSet) SpecifierSet {
 	return SpecifierSet{clauses: out}
 }
 
-// Prereleases is packaging's SpecifierSet.prereleases without an override:
-// true iff some clause admits pre-releases (see Specifier.Prereleases).
-// The empty set reports false (packaging: None).
+// Prereleases is packaging 26.2's SpecifierSet.prereleases without an
+// override: true iff some clause admits pre-releases (see
+// Specifier.Prereleases). False stands for packaging's None: the empty set,
+// and a set none of whose clauses names a pre-release.
 func (s SpecifierSet) Prereleases() bool {
 	for _, c := range s.clauses {
 		if c.prereleases() {
@@ -119,8 +132,9 @@ func (s SpecifierSet) Prereleases() bool {
 
 // Contains is packaging's SpecifierSet.contains(v, prereleases): a
 // pre-release v is rejected unless prereleases is true, then every clause
-// must match. packaging's default (prereleases=None) is
-// Contains(v, s.Prereleases()).
+// must match. packaging 26.2's default (prereleases=None) checks one version
+// as Filter does, which admits a matching pre-release: it is
+// Contains(v, true).
 func (s SpecifierSet) Contains(v Version, prereleases bool) bool {
 	if v.IsPrerelease() && !prereleases {
 		return false
@@ -133,42 +147,35 @@ func (s SpecifierSet) Contains(v Version, prereleases bool) bool {
 	return true
 }
 
-// Filter is packaging 21.3's SpecifierSet.filter, keeping the input order.
-// A nil prereleases means "not forced" (packaging's None) and resolves to
-// s.Prereleases(). Then:
-//   - a non-empty set returns the versions Contains accepts; note that
-//     packaging 21.3 has NO pre-release fallback here: ">=1.0" filters
-//     ["2.0a1"] to nothing;
-//   - the empty set drops pre-releases unless they are allowed, but when
-//     prereleases is nil and only pre-releases were given, it returns those
-//     seen before the first final release (in practice: all of them).
+// Filter is packaging 26.2's SpecifierSet.filter, keeping the input order.
+// A nil prereleases means "not forced" (packaging's None): it becomes true
+// when s.Prereleases(), else the versions every clause matches are kept,
+// pre-releases included, and then the pre-releases are dropped if at least
+// one final release matched (PEP 440's fallback, since packaging 26.0 for
+// every set: ">=1.0" filters ["2.0a1"] to ["2.0a1"]). A non-nil prereleases
+// keeps or drops every pre-release.
 func (s SpecifierSet) Filter(vs []Version, prereleases *bool) []Version {
-	out := []Version{}
-	if len(s.clauses) > 0 {
-		pre := s.Prereleases()
-		if prereleases != nil {
-			pre = *prereleases
-		}
-		for _, v := range vs {
-			if s.Contains(v, pre) {
-				out = append(out, v)
-			}
-		}
-		return out
+	if prereleases == nil && s.Prereleases() {
+		t := true
+		prereleases = &t
 	}
-	allow := prereleases != nil && *prereleases
-	var found []Version
+	allow := prereleases == nil || *prereleases
+	matched := []Version{}
+	final := false
 	for _, v := range vs {
-		if v.IsPrerelease() && !allow {
-			if len(out) == 0 {
-				found = append(found, v)
-			}
-			continue
+		if s.Contains(v, allow) {
+			matched = append(matched, v)
+			final = final || !v.IsPrerelease()
 		}
-		out = append(out, v)
 	}
-	if len(out) == 0 && len(found) > 0 && prereleases == nil {
-		return found
+	if prereleases != nil || !final {
+		return matched
+	}
+	out := matched[:0]
+	for _, v := range matched {
+		if !v.IsPrerelease() {
+			out = append(out, v)
+		}
 	}
 	return out
 }
