@@ -80,6 +80,13 @@ func TestMigrate(t *testing.T) {
 	}
 }
 
+func TestAtomic(t *testing.T) {
+	pgtest.Shared(t)
+	storetest.RunFaults(t, func(f *storetest.Faults) broker.Store {
+		return open(t, pgtest.DSN(t), postgres.WithConnector(f.Wrap))
+	})
+}
+
 func TestOpenRefuses(t *testing.T) {
 	ctx := context.Background()
 	if _, err := postgres.Open(ctx, "postgres://u:hunter2@127.0.0.1:1/x?sslmode=disable&connect_timeout=5"); err == nil {

@@ -22,6 +22,16 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+func TestAtomic(t *testing.T) {
+	storetest.RunFaults(t, func(f *storetest.Faults) broker.Store {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "broker.db"), sqlite.WithConnector(f.Wrap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
 func TestOpen(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "b.db")

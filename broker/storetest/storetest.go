@@ -40,6 +40,10 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"Bindings", testBindings},
 		{"Audit", testAudit},
 		{"AuditAppendOnly", testAuditAppendOnly},
+		{"CreateAudited", testCreateAudited},
+		{"Transition", testTransition},
+		{"Bind", testBind},
+		{"ApplyRebase", testApplyRebase},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

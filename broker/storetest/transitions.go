@@ -1,0 +1,312 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+// snapshot is everything a store holds about one session, to check that a refused or
+// failed change left it as it was.
+type snapshot struct {
+	Session  broker.Session
+	Bindings []broker.Binding
+	Requests []broker.Request
+	Audit    []broker.AuditEvent
+	AllAudit int
+}
+
+func take(t *testing.T, s broker.Store, sessionID string) snapshot {
+	t.Helper()
+	ctx := context.Background()
+	var sn snapshot
+	var err error
+	if sn.Session, err = s.GetSession(ctx, sessionID); err != nil && !errors.Is(err, broker.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if sn.Bindings, err = s.Bindings(ctx, sessionID); err != nil {
+		t.Fatal(err)
+	}
+	if sn.Requests, err = s.ListRequests(ctx, broker.RequestFilter{SessionID: sessionID}); err != nil {
+		t.Fatal(err)
+	}
+	if sn.Audit, err = s.AuditLog(ctx, sessionID); err != nil {
+		t.Fatal(err)
+	}
+	all, err := s.AuditLog(ctx, "")
+	must(t, err)
+	sn.AllAudit = len(all)
+	return sn
+}
+
+func event(action, sessionID, requestID string) broker.AuditEvent {
+	return broker.AuditEvent{Time: T0, Actor: "tester", Action: action, SessionID: sessionID, RequestID: requestID}
+}
+
+// testCreateAudited: the creates append their events with them, or refuse both.
+func testCreateAudited(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0), event("session.create", "s1", "")))
+	must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StatePending, 1), event("request.create", "s1", "r1")))
+	must(t, s.PutToken(ctx, broker.Token{Hash: "h1", Role: broker.RoleOwner, Subject: "alice", Created: T0}, event("token.create", "", "")))
+	l, err := s.AuditLog(ctx, "")
+	must(t, err)
+	var actions []string
+	for _, e := range l {
+		actions = append(actions, e.Action)
+	}
+	same(t, "audited creates", actions, []string{"session.create", "request.create", "token.create"})
+
+	bad := broker.AuditEvent{Action: "x"} // no actor: the whole change is refused
+	wantErr(t, "session with a bad event", s.CreateSession(ctx, session("s2", "bob", 0), bad), broker.ErrInvalid)
+	wantErr(t, "request with a bad event", s.CreateRequest(ctx, request("r2", "s1", broker.StatePending, 2), bad), broker.ErrInvalid)
+	wantErr(t, "token with a bad event", s.PutToken(ctx, broker.Token{Hash: "h2", Role: broker.RoleOwner, Subject: "bob"}, bad), broker.ErrInvalid)
+	_, err = s.GetSession(ctx, "s2")
+	wantErr(t, "session after a refused event", err, broker.ErrNotFound)
+	_, err = s.GetRequest(ctx, "r2")
+	wantErr(t, "request after a refused event", err, broker.ErrNotFound)
+	_, err = s.GetToken(ctx, "h2")
+	wantErr(t, "token after a refused event", err, broker.ErrNotFound)
+	l, _ = s.AuditLog(ctx, "")
+	if len(l) != 3 {
+		t.Errorf("refused changes appended events: %+v", l)
+	}
+}
+
+func testTransition(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StatePending, 0)))
+	must(t, s.Transition(ctx, "r1", func(r *broker.Request) (broker.AuditEvent, error) {
+		r.State, r.Decision, r.Approver = broker.StateApproved, broker.DecisionApproved, "bob"
+		return broker.AuditEvent{Time: T0, Actor: "bob", Action: "request.approved", SessionID: r.SessionID, RequestID: r.ID, Decision: r.Decision}, nil
+	}))
+	got, _ := s.GetRequest(ctx, "r1")
+	if got.State != broker.StateApproved || got.Approver != "bob" {
+		t.Errorf("after Transition: %+v", got)
+	}
+	l, _ := s.AuditLog(ctx, "s1")
+	if len(l) != 1 || l[0].Action != "request.approved" || l[0].Decision != broker.DecisionApproved {
+		t.Errorf("audit after Transition: %+v", l)
+	}
+
+	before := take(t, s, "s1")
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name string
+		fn   func(*broker.Request) (broker.AuditEvent, error)
+		want error
+	}{
+		{"fn fails", func(r *broker.Request) (broker.AuditEvent, error) {
+			r.State = broker.StateDenied
+			return event("request.denied", "s1", "r1"), boom
+		}, boom},
+		{"event without actor", func(r *broker.Request) (broker.AuditEvent, error) {
+			r.State = broker.StateDenied
+			return broker.AuditEvent{Action: "request.denied"}, nil
+		}, broker.ErrInvalid},
+		{"bad state", func(r *broker.Request) (broker.AuditEvent, error) {
+			r.State = "exploded"
+			return event("request.exploded", "s1", "r1"), nil
+		}, broker.ErrInvalid},
+	} {
+		wantErr(t, tc.name, s.Transition(ctx, "r1", tc.fn), tc.want)
+		same(t, tc.name+": store after", take(t, s, "s1"), before)
+	}
+	wantErr(t, "missing", s.Transition(ctx, "nope", func(*broker.Request) (broker.AuditEvent, error) {
+		return event("x", "", ""), nil
+	}), broker.ErrNotFound)
+}
+
+func testBind(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateSession(ctx, session("s2", "bob", 0)))
+	must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StateBuilding, 0)))
+	must(t, s.CreateRequest(ctx, request("pend", "s1", broker.StatePending, 1)))
+	b := broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", Ref: "r@sha256:0b", RequestID: "r1", Created: T0}
+
+	before := take(t, s, "s1")
+	for _, tc := range []struct {
+		name string
+		b    broker.Binding
+		want error
+	}{
+		{"pending request", broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", RequestID: "pend"}, broker.ErrConflict},
+		{"missing request", broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", RequestID: "nope"}, broker.ErrNotFound},
+		{"another session's request", broker.Binding{SessionID: "s2", Kind: broker.KindExt, Digest: "sha256:0b", RequestID: "r1"}, broker.ErrInvalid},
+		{"no request", broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b"}, broker.ErrInvalid},
+		{"no digest", broker.Binding{SessionID: "s1", Kind: broker.KindExt, RequestID: "r1"}, broker.ErrInvalid},
+	} {
+		wantErr(t, tc.name, s.Bind(ctx, tc.b, "key", event("bound", tc.b.SessionID, tc.b.RequestID)), tc.want)
+		same(t, tc.name+": store after", take(t, s, "s1"), before)
+	}
+	wantErr(t, "event without actor", s.Bind(ctx, b, "key", broker.AuditEvent{Action: "bound"}), broker.ErrInvalid)
+	same(t, "event without actor: store after", take(t, s, "s1"), before)
+
+	must(t, s.Bind(ctx, b, "key-1", event("bound", "s1", "r1")))
+	got, _ := s.GetRequest(ctx, "r1")
+	if got.State != broker.StateBound || got.Digest != "sha256:0b" || got.LockKey != "key-1" {
+		t.Errorf("after Bind: state %s digest %s key %s", got.State, got.Digest, got.LockKey)
+	}
+	bs, _ := s.Bindings(ctx, "s1")
+	same(t, "bindings after Bind", bs, []broker.Binding{b})
+	l, _ := s.AuditLog(ctx, "s1")
+	if len(l) != 1 || l[0].Action != "bound" || l[0].RequestID != "r1" {
+		t.Errorf("audit after Bind: %+v", l)
+	}
+	// Bound is terminal: binding again is refused.
+	wantErr(t, "bind twice", s.Bind(ctx, b, "key-1", event("bound", "s1", "r1")), broker.ErrConflict)
+	bs, _ = s.Bindings(ctx, "s1")
+	if len(bs) != 1 {
+		t.Errorf("a refused second Bind added a binding: %+v", bs)
+	}
+}
+
+func rebasePlan() broker.RebasePlan {
+	now := T0.Add(time.Hour)
+	nr := request("new1", "s1", broker.StateApproved, 10)
+	return broker.RebasePlan{
+		SessionID: "s1", FromBase: "sha256:old",
+		Interpreter: "sha256:py2", Base: "sha256:new", BaseLock: []byte(`{"new":1}`),
+		Bindings: []broker.Binding{{SessionID: "s1", Kind: broker.KindIso, Digest: "sha256:iso", Ref: "r@sha256:iso", RequestID: "iso1", Created: T0}},
+		Requests: []broker.Request{nr},
+		Audit: []broker.AuditEvent{
+			{Time: now, Actor: "builder", Action: "rebase.request", SessionID: "s1", RequestID: "new1"},
+			{Time: now, Actor: "alice", Action: "session.rebase", SessionID: "s1", Detail: "base sha256:old -> sha256:new"},
+		},
+	}
+}
+
+func rebaseFixture(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	se := session("s1", "alice", 0)
+	se.Interpreter, se.Base, se.BaseLock = "sha256:py1", "sha256:old", []byte(`{"old":1}`)
+	must(t, s.CreateSession(ctx, se))
+	must(t, s.CreateRequest(ctx, request("ext1", "s1", broker.StateBound, 1)))
+	must(t, s.AddBinding(ctx, broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:ext", RequestID: "ext1", Created: T0}))
+	must(t, s.AddBinding(ctx, broker.Binding{SessionID: "s1", Kind: broker.KindIso, Digest: "sha256:iso", Ref: "r@sha256:iso", RequestID: "iso1", Created: T0}))
+}
+
+func testApplyRebase(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	rebaseFixture(t, s)
+	before := take(t, s, "s1")
+	for _, tc := range []struct {
+		name string
+		edit func(*broker.RebasePlan)
+		want error
+	}{
+		{"moved meanwhile", func(p *broker.RebasePlan) { p.FromBase = "sha256:other" }, broker.ErrConflict},
+		{"missing session", func(p *broker.RebasePlan) {
+			p.SessionID, p.Bindings, p.Requests = "nope", nil, nil
+		}, broker.ErrNotFound},
+		{"another session's binding", func(p *broker.RebasePlan) { p.Bindings[0].SessionID = "s2" }, broker.ErrInvalid},
+		{"a request that exists", func(p *broker.RebasePlan) { p.Requests[0].ID = "ext1" }, broker.ErrConflict},
+		{"a bad request", func(p *broker.RebasePlan) { p.Requests[0].State = "" }, broker.ErrInvalid},
+		{"a bad event", func(p *broker.RebasePlan) { p.Audit[1].Actor = "" }, broker.ErrInvalid},
+	} {
+		p := rebasePlan()
+		tc.edit(&p)
+		wantErr(t, tc.name, s.ApplyRebase(ctx, p), tc.want)
+		same(t, tc.name+": store after", take(t, s, "s1"), before)
+	}
+
+	p := rebasePlan()
+	must(t, s.ApplyRebase(ctx, p))
+	after := take(t, s, "s1")
+	want := session("s1", "alice", 0)
+	want.Interpreter, want.Base, want.BaseLock = p.Interpreter, p.Base, p.BaseLock
+	same(t, "session after rebase", after.Session, want)
+	same(t, "bindings after rebase", after.Bindings, p.Bindings)
+	var ids []string
+	for _, r := range after.Requests {
+		ids = append(ids, r.ID)
+	}
+	same(t, "requests after rebase", ids, []string{"ext1", "new1"})
+	var actions []string
+	for _, e := range after.Audit {
+		actions = append(actions, e.Action)
+	}
+	same(t, "audit after rebase", actions, []string{"rebase.request", "session.rebase"})
+	// The same plan again: the session is on the new base now.
+	wantErr(t, "stale plan", s.ApplyRebase(ctx, rebasePlan()), broker.ErrConflict)
+}
+
+// RunFaults checks that a change whose statements fail half-way leaves nothing behind:
+// open must return a new, empty store whose connections go through f.
+func RunFaults(t *testing.T, open func(f *Faults) broker.Store) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		setup func(*testing.T, broker.Store)
+		fail  []string
+		do    func(broker.Store) error
+	}{
+		{"CreateSession, audit fails", nil, []string{"INSERT INTO audit"}, func(s broker.Store) error {
+			return s.CreateSession(ctx, session("s1", "alice", 0), event("session.create", "s1", ""))
+		}},
+		{"CreateRequest, audit fails", func(t *testing.T, s broker.Store) {
+			must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+		}, []string{"INSERT INTO audit"}, func(s broker.Store) error {
+			return s.CreateRequest(ctx, request("r1", "s1", broker.StatePending, 0), event("request.create", "s1", "r1"))
+		}},
+		{"Transition, audit fails", func(t *testing.T, s broker.Store) {
+			must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+			must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StatePending, 0)))
+		}, []string{"INSERT INTO audit"}, func(s broker.Store) error {
+			return s.Transition(ctx, "r1", func(r *broker.Request) (broker.AuditEvent, error) {
+				r.State = broker.StateApproved
+				return event("request.approved", "s1", "r1"), nil
+			})
+		}},
+		{"Bind, binding fails", bindFixture, []string{"INSERT INTO bindings"}, bind},
+		{"Bind, audit fails", bindFixture, []string{"INSERT INTO audit"}, bind},
+		{"ApplyRebase, re-filing fails", rebaseFixture, []string{"INSERT INTO requests"}, rebase},
+		{"ApplyRebase, bindings fail", rebaseFixture, []string{"INSERT INTO bindings"}, rebase},
+		{"ApplyRebase, audit fails", rebaseFixture, []string{"INSERT INTO audit"}, rebase},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &Faults{}
+			s := open(f)
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("Close: %v", err)
+				}
+			})
+			if tc.setup != nil {
+				tc.setup(t, s)
+			}
+			before := take(t, s, "s1")
+			f.FailOn(tc.fail...)
+			err := tc.do(s)
+			f.Clear()
+			if !errors.Is(err, ErrInjected) {
+				t.Fatalf("err = %v, want the injected failure", err)
+			}
+			same(t, "store after the failure", take(t, s, "s1"), before)
+			// And without the fault the same change goes through: the case tests something.
+			must(t, tc.do(s))
+			if after := take(t, s, "s1"); after.AllAudit <= before.AllAudit {
+				t.Errorf("without the fault: %d audit events, want more than %d", after.AllAudit, before.AllAudit)
+			}
+		})
+	}
+}
+
+func bindFixture(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StateBuilding, 0)))
+}
+
+func bind(s broker.Store) error {
+	b := broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", RequestID: "r1", Created: T0}
+	return s.Bind(context.Background(), b, "key", event("bound", "s1", "r1"))
+}
+
+func rebase(s broker.Store) error { return s.ApplyRebase(context.Background(), rebasePlan()) }
+
