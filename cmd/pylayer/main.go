@@ -1,5 +1,5 @@
 // Command pylayer builds Python environments as signed, content-addressed OCI layers and
-// runs sandboxed sessions on them. See the README.
+// runs sandboxed sessions on them. See the README; the commands live in internal/cli.
 package main
 
 import (
@@ -9,13 +9,15 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/pylayer/pylayer/internal/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
+	err := cli.New().ExecuteContext(ctx)
 	stop()
-	var code exitCode
+	var code cli.ExitCode
 	if errors.As(err, &code) {
 		os.Exit(int(code)) // the sandboxed command's own status; it already said why
 	}

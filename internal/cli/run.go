@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -41,10 +41,11 @@ type runFlags struct {
 	sandboxFlags
 }
 
-// exitCode makes main exit with a sandboxed command's status without printing an error.
-type exitCode int
+// ExitCode is the error of a run whose sandboxed command exited non-zero: main exits with
+// its status without printing anything (the command already said why).
+type ExitCode int
 
-func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
@@ -178,7 +179,7 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "pylayer: run %s was stopped by its %s\n", res.ID, res.Limit)
 	}
 	if res.ExitCode != 0 {
-		return exitCode(res.ExitCode)
+		return ExitCode(res.ExitCode)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -174,38 +173,4 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	cancel()
 	wg.Wait()
 	return err
-}
-
-func newTokenCmd(g *globals) *cobra.Command {
-	var db, role, subject string
-	cmd := &cobra.Command{
-		Use:   "token create --db PATH --role admin|owner --subject NAME",
-		Short: "Mint a broker token (printed once; only its hash is stored)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "create" {
-				return fmt.Errorf("unknown token command %q: want create", args[0])
-			}
-			if db == "" || subject == "" {
-				return errors.New("--db and --subject are required")
-			}
-			if role != broker.RoleAdmin && role != broker.RoleOwner {
-				return fmt.Errorf("--role %q: want admin or owner (agent tokens come with their session)", role)
-			}
-			store, err := sqlite.Open(cmd.Context(), db)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
-			secret, hash := broker.NewToken()
-			if err := store.PutToken(cmd.Context(), broker.Token{Hash: hash, Role: role, Subject: subject, Created: time.Now().UTC()}); err != nil {
-				return err
-			}
-			return g.print(cmd.OutOrStdout(), map[string]string{"token": secret, "role": role, "subject": subject}, secret)
-		},
-	}
-	cmd.Flags().StringVar(&db, "db", "", "the broker's SQLite database")
-	cmd.Flags().StringVar(&role, "role", broker.RoleOwner, "admin (every session) or owner (their own sessions)")
-	cmd.Flags().StringVar(&subject, "subject", "", "the user the token acts as")
-	return cmd
 }

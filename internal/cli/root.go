@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -20,7 +20,8 @@ type globals struct {
 	cache   string
 }
 
-func newRootCmd() *cobra.Command {
+// New returns the pylayer command tree; run it with ExecuteContext.
+func New() *cobra.Command {
 	g := &globals{}
 	root := &cobra.Command{
 		Use:           "pylayer",

@@ -1,0 +1,10 @@
+// Package cli is pylayer's command line: one file per command, each a constructor that
+// declares its flags, calls the library function that does the work, and prints the
+// result (stdout carries the result only, JSON with --json; logs and progress go to
+// stderr). New returns the command tree; cmd/pylayer/main.go only runs it. It lives in
+// internal/ so that it cannot become API, and its tests run every command in process.
+//
+// Nothing but cmd/pylayer may import it. It holds no logic of its own: locks come from
+// layers/resolve, publishing from publish, pulls and trust from registry, sessions from
+// sandbox, the broker from broker and broker/builder.
+package cli
