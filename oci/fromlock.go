@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
 )
@@ -68,20 +69,16 @@ func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return lb, err
 	}
-	f, err := os.CreateTemp(dir, ".tmp-"+t.Key[:16]+"-*")
+	w, err := fsx.Create(ctx, blob, 0o600)
 	if err != nil {
 		return lb, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	desc, _, err := TarTree(ctx, t.Dir, f)
+	defer w.Cleanup()
+	desc, _, err := TarTree(ctx, t.Dir, w)
 	if err != nil {
 		return lb, err
 	}
-	if err := f.Sync(); err != nil {
-		return lb, err
-	}
-	if err := os.Rename(f.Name(), blob); err != nil {
+	if err := w.Commit(ctx); err != nil {
 		return lb, err
 	}
 	lb.Desc = desc
@@ -89,5 +86,5 @@ func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) 
 	if err != nil {
 		return lb, err
 	}
-	return lb, lock.WriteAtomic(meta, b, 0o644)
+	return lb, fsx.WriteFile(ctx, meta, b, 0o644)
 }

@@ -71,7 +71,7 @@ func (l *Layout) Tag(ctx context.Context, entry v1.Descriptor, tag string) error
 		if err != nil {
 			return err
 		}
-		return writeAtomic(l.Dir, indexFile, b)
+		return writeAtomic(ctx, l.Dir, indexFile, b)
 	})
 	if err != nil {
 		return fmt.Errorf("tagging %s: updating %s: %w", tag, indexFile, err)

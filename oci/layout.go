@@ -3,11 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -15,6 +13,8 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 const (
@@ -44,7 +44,7 @@ func OpenLayout(dir string) (*Layout, error) {
 	}
 	// Compact JSON, as go-containerregistry and oras write it.
 	marker, _ := json.Marshal(v1.ImageLayout{Version: v1.ImageLayoutVersion})
-	if err := createOnce(l.Dir, layoutFile, marker); err != nil {
+	if err := createOnce(context.Background(), l.Dir, layoutFile, marker); err != nil {
 		return nil, err
 	}
 	b, err := os.ReadFile(filepath.Join(l.Dir, layoutFile))
@@ -62,7 +62,7 @@ func OpenLayout(dir string) (*Layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := createOnce(l.Dir, indexFile, empty); err != nil {
+	if err := createOnce(context.Background(), l.Dir, indexFile, empty); err != nil {
 		return nil, err
 	}
 	if _, err := l.readIndex(); err != nil {
@@ -102,60 +102,32 @@ func (l *Layout) blobSize(d digest.Digest) (int64, bool) {
 
 // WriteBlob stores the content of r as the blob described by expected. It
 // writes to a temporary file in blobs/, verifies size and digest while
-// copying, fsyncs, and renames into place; nothing is visible under the
-// digest unless it verified. When a blob of that digest and size is already
-// present it returns nil without reading r. Mismatches wrap ErrSizeMismatch
-// or ErrDigestMismatch.
-func (l *Layout) WriteBlob(ctx context.Context, r io.Reader, expected v1.Descriptor) (err error) {
+// copying (VerifyReader), fsyncs, and renames into place; nothing is visible
+// under the digest unless it verified. When a blob of that digest and size is
+// already present it returns nil without reading r. Mismatches wrap
+// ErrSizeMismatch or ErrDigestMismatch.
+func (l *Layout) WriteBlob(ctx context.Context, r io.Reader, expected v1.Descriptor) error {
 	if err := checkDescriptor(expected); err != nil {
 		return fmt.Errorf("writing blob: %w", err)
 	}
 	if size, ok := l.blobSize(expected.Digest); ok && size == expected.Size {
 		return nil
 	}
-	dst := l.BlobPath(expected.Digest)
-	tmp, err := os.CreateTemp(filepath.Join(l.Dir, "blobs"), tmpPrefix+"blob-*")
+	w, err := fsx.CreateIn(ctx, filepath.Join(l.Dir, "blobs"), l.BlobPath(expected.Digest), 0o644)
 	if err != nil {
 		return fmt.Errorf("writing blob %s: %w", expected.Digest, err)
 	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(ctxReader{ctx, r}, expected.Size+1))
-	if err != nil {
+	defer w.Cleanup()
+	if _, err := io.Copy(w, NewVerifyReader(fsx.Reader(ctx, r), expected)); err != nil {
 		return fmt.Errorf("writing blob %s: %w", expected.Digest, err)
 	}
-	if n != expected.Size {
-		return fmt.Errorf("writing blob %s: %w: got %s bytes, want %d", expected.Digest, ErrSizeMismatch, atLeast(n, expected.Size), expected.Size)
-	}
-	if got := sumDigest(h); got != expected.Digest {
-		return fmt.Errorf("writing blob %s: %w: content hashes to %s", expected.Digest, ErrDigestMismatch, got)
-	}
-	if err := syncClose(tmp, 0o644); err != nil {
-		return fmt.Errorf("writing blob %s: %w", expected.Digest, err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("writing blob %s: %w", expected.Digest, err)
-	}
-	return syncDir(filepath.Dir(dst))
-}
-
-// atLeast renders n, noting when the reader had more than limit bytes.
-func atLeast(n, limit int64) string {
-	if n > limit {
-		return fmt.Sprintf("more than %d", limit)
-	}
-	return fmt.Sprint(n)
+	return w.Commit(ctx)
 }
 
 // OpenBlob opens the blob described by desc for reading. The size is checked
-// on open; the digest is checked as the reader reaches the end, and Read
-// returns an error wrapping ErrDigestMismatch instead of io.EOF if it does
-// not match. A missing blob wraps ErrNotFound.
+// on open; size and digest are checked as the reader streams (VerifyReader),
+// and Read returns an error wrapping ErrDigestMismatch instead of io.EOF if the
+// content does not match. A missing blob wraps ErrNotFound.
 func (l *Layout) OpenBlob(ctx context.Context, desc v1.Descriptor) (io.ReadCloser, error) {
 	if err := checkDescriptor(desc); err != nil {
 		return nil, fmt.Errorf("opening blob: %w", err)
@@ -179,7 +151,7 @@ func (l *Layout) OpenBlob(ctx context.Context, desc v1.Descriptor) (io.ReadClose
 		f.Close()
 		return nil, fmt.Errorf("blob %s in layout %q: %w: file has %d bytes, descriptor says %d", desc.Digest, l.Dir, ErrSizeMismatch, fi.Size(), desc.Size)
 	}
-	return &verifyReader{ctx: ctx, f: f, want: desc, h: sha256.New()}, nil
+	return NewVerifyReader(fsx.ReadCloser(ctx, f), desc), nil
 }
 
 // readBlob reads a whole blob of at most limit bytes and verifies its digest.
@@ -206,117 +178,19 @@ func (l *Layout) readBlob(ctx context.Context, d digest.Digest, limit int64) ([]
 	return buf.Bytes(), nil
 }
 
-type verifyReader struct {
-	ctx  context.Context
-	f    *os.File
-	want v1.Descriptor
-	h    hash.Hash
-	n    int64
-}
-
-func (v *verifyReader) Read(p []byte) (int, error) {
-	if err := v.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := v.f.Read(p)
-	v.h.Write(p[:n])
-	v.n += int64(n)
-	if v.n > v.want.Size {
-		return n, fmt.Errorf("blob %s: %w: more than %d bytes", v.want.Digest, ErrSizeMismatch, v.want.Size)
-	}
-	if err == io.EOF {
-		if v.n != v.want.Size {
-			return n, fmt.Errorf("blob %s: %w: %d bytes, want %d", v.want.Digest, ErrSizeMismatch, v.n, v.want.Size)
-		}
-		if got := sumDigest(v.h); got != v.want.Digest {
-			return n, fmt.Errorf("blob %s: %w: content hashes to %s (the blob was modified)", v.want.Digest, ErrDigestMismatch, got)
-		}
-	}
-	return n, err
-}
-
-func (v *verifyReader) Close() error { return v.f.Close() }
-
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c ctxReader) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
-}
-
 // createOnce creates dir/name with content unless it exists, without ever
 // exposing a partial file or replacing one another process created first.
-func createOnce(dir, name string, content []byte) error {
-	dst := filepath.Join(dir, name)
-	if _, err := os.Lstat(dst); err == nil {
-		return nil
-	}
-	tmp, err := os.CreateTemp(dir, tmpPrefix+name+"-*")
-	if err != nil {
+func createOnce(ctx context.Context, dir, name string, content []byte) error {
+	if _, err := fsx.CreateFile(ctx, filepath.Join(dir, name), content, 0o644); err != nil {
 		return fmt.Errorf("creating %s in %q: %w", name, dir, err)
 	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		return fmt.Errorf("creating %s in %q: %w", name, dir, err)
-	}
-	if err := syncClose(tmp, 0o644); err != nil {
-		return fmt.Errorf("creating %s in %q: %w", name, dir, err)
-	}
-	// Link fails if dst exists, so a concurrent creator's file is never replaced.
-	if err := os.Link(tmp.Name(), dst); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("creating %s in %q: %w", name, dir, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 // writeAtomic replaces dir/name with content: temp file, fsync, rename, fsync dir.
-func writeAtomic(dir, name string, content []byte) error {
-	tmp, err := os.CreateTemp(dir, tmpPrefix+name+"-*")
-	if err != nil {
+func writeAtomic(ctx context.Context, dir, name string, content []byte) error {
+	if err := fsx.WriteFile(ctx, filepath.Join(dir, name), content, 0o644); err != nil {
 		return fmt.Errorf("writing %s in %q: %w", name, dir, err)
-	}
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s in %q: %w", name, dir, err)
-	}
-	if err := syncClose(tmp, 0o644); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s in %q: %w", name, dir, err)
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(dir, name)); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("writing %s in %q: %w", name, dir, err)
-	}
-	return syncDir(dir)
-}
-
-func syncClose(f *os.File, mode os.FileMode) error {
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
 	}
 	return nil
 }

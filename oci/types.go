@@ -57,8 +57,11 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrDigestMismatch: content does not hash to the digest it was addressed by.
 	ErrDigestMismatch = errors.New("digest mismatch")
-	// ErrSizeMismatch: content does not have the size its descriptor states.
-	ErrSizeMismatch = errors.New("size mismatch")
+	// ErrSizeMismatch: content does not have the size its descriptor states. It
+	// also matches ErrDigestMismatch (content of another size cannot have the
+	// digest), so that one errors.Is(err, ErrDigestMismatch) catches every
+	// content that does not match its descriptor.
+	ErrSizeMismatch error = sizeMismatch{}
 	// ErrInvalidDigest: a digest is malformed or not sha256.
 	ErrInvalidDigest = errors.New("invalid digest")
 	// ErrInvalidTag: a tag does not follow the OCI tag grammar.
@@ -70,6 +73,11 @@ var (
 	// ErrInvalidLayout: the directory is not a usable OCI image layout.
 	ErrInvalidLayout = errors.New("invalid OCI image layout")
 )
+
+type sizeMismatch struct{}
+
+func (sizeMismatch) Error() string        { return "size mismatch" }
+func (sizeMismatch) Is(target error) bool { return target == ErrDigestMismatch }
 
 // ValidTag reports whether tag follows the OCI tag grammar
 // [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}. The error wraps ErrInvalidTag.

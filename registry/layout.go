@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -71,26 +72,6 @@ func (r *layoutRepo) layout(create bool) (*oci.Layout, error) {
 	}
 	r.l = l
 	return l, nil
-}
-
-// mismatch carries an oci content error and also matches ErrDigestMismatch.
-type mismatch struct{ err error }
-
-func (m *mismatch) Error() string        { return m.err.Error() }
-func (m *mismatch) Unwrap() error        { return m.err }
-func (m *mismatch) Is(target error) bool { return target == ErrDigestMismatch }
-
-// translate maps oci's sentinels onto this package's.
-func translate(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, oci.ErrDigestMismatch), errors.Is(err, oci.ErrSizeMismatch):
-		return &mismatch{err}
-	case errors.Is(err, oci.ErrNotFound):
-		return fmt.Errorf("%w (%w)", err, ErrNotFound)
-	}
-	return err
 }
 
 func (r *layoutRepo) Resolve(ctx context.Context, tag string) (v1.Descriptor, error) {
@@ -165,21 +146,9 @@ func (r *layoutRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, 
 	}
 	if size != d.Size {
 		f.Close()
-		return nil, fmt.Errorf("%s: blob %s: %w: the file has %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrDigestMismatch, size, d.Size)
+		return nil, fmt.Errorf("%s: blob %s: %w: the file has %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, size, d.Size)
 	}
-	return &ctxReadCloser{ctx: ctx, ReadCloser: newVerifyReader(f, d, "blob")}, nil
-}
-
-type ctxReadCloser struct {
-	ctx context.Context
-	io.ReadCloser
-}
-
-func (c *ctxReadCloser) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.ReadCloser.Read(p)
+	return oci.NewVerifyReader(fsx.ReadCloser(ctx, f), d), nil
 }
 
 func (r *layoutRepo) HasBlob(ctx context.Context, d v1.Descriptor) (bool, error) {
@@ -215,7 +184,7 @@ func (r *layoutRepo) PushBlob(ctx context.Context, d v1.Descriptor, open func() 
 	}
 	defer rc.Close()
 	if err := l.WriteBlob(ctx, rc, d); err != nil {
-		return false, fmt.Errorf("%s: %w", r.Name(), translate(err))
+		return false, fmt.Errorf("%s: %w", r.Name(), err)
 	}
 	r.note.emit(Event{Kind: BlobUploaded, Digest: d.Digest, Size: d.Size})
 	return true, nil
@@ -244,7 +213,7 @@ func (r *layoutRepo) PushManifest(ctx context.Context, raw []byte, mediaType, ta
 		return v1.Descriptor{}, err
 	}
 	if err := l.WriteBlob(ctx, bytes.NewReader(raw), desc); err != nil {
-		return v1.Descriptor{}, fmt.Errorf("%s: %w", r.Name(), translate(err))
+		return v1.Descriptor{}, fmt.Errorf("%s: %w", r.Name(), err)
 	}
 	if tag != "" {
 		if err := l.Tag(ctx, desc, tag); err != nil {

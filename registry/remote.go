@@ -309,11 +309,11 @@ func checkDesc(d v1.Descriptor) error {
 
 // checkBytes verifies b against d's digest, and its size when d states one.
 func checkBytes(b []byte, d v1.Descriptor, what string) error {
-	if d.Size > 0 && int64(len(b)) != d.Size {
-		return fmt.Errorf("%s %s: %w: %d bytes, its descriptor states %d", what, d.Digest, ErrDigestMismatch, len(b), d.Size)
+	if d.Size == 0 {
+		d.Size = int64(len(b))
 	}
-	if got := digest.FromBytes(b); got != d.Digest {
-		return fmt.Errorf("%s %s: %w: the content hashes to %s", what, d.Digest, ErrDigestMismatch, got)
+	if err := oci.CheckBytes(b, d); err != nil {
+		return fmt.Errorf("%s %w", what, err)
 	}
 	return nil
 }
@@ -334,10 +334,10 @@ func (r *remoteRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, 
 	}
 	if resp.ContentLength > d.Size {
 		resp.Body.Close()
-		return nil, fmt.Errorf("%s: blob %s: %w: the registry sends %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrDigestMismatch, resp.ContentLength, d.Size)
+		return nil, fmt.Errorf("%s: blob %s: %w: the registry sends %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, resp.ContentLength, d.Size)
 	}
 	body := &resumeBody{ctx: ctx, r: r, d: d, rc: resp.Body}
-	return newVerifyReader(body, d, "blob"), nil
+	return oci.NewVerifyReader(body, d), nil
 }
 
 // HasBlob asks with HEAD. A registry reporting another size for the digest is an error.
@@ -357,7 +357,7 @@ func (r *remoteRepo) hasBlob(ctx context.Context, c *http.Client, d v1.Descripto
 	switch resp.StatusCode {
 	case http.StatusOK:
 		if resp.ContentLength > 0 && resp.ContentLength != d.Size {
-			return false, fmt.Errorf("%s: blob %s: %w: the registry has %d bytes, the descriptor states %d", r.Name(), d.Digest, ErrDigestMismatch, resp.ContentLength, d.Size)
+			return false, fmt.Errorf("%s: blob %s: %w: the registry has %d bytes, the descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, resp.ContentLength, d.Size)
 		}
 		return true, nil
 	case http.StatusNotFound:

@@ -34,11 +34,13 @@ type Repo interface {
 	PushManifest(ctx context.Context, raw []byte, mediaType, tag string) (v1.Descriptor, error)
 }
 
-// Sentinels for errors.Is. ErrNotFound and ErrDigestMismatch are oci's, so a caller that
-// only knows the narrower interfaces of oci/sign or the cache can still tell them apart.
+// Sentinels for errors.Is. ErrNotFound, ErrDigestMismatch and ErrSizeMismatch are oci's,
+// so a caller that only knows the narrower interfaces of oci/sign or the cache can still
+// tell them apart. ErrSizeMismatch also matches ErrDigestMismatch.
 var (
 	ErrNotFound       = oci.ErrNotFound
 	ErrDigestMismatch = oci.ErrDigestMismatch
+	ErrSizeMismatch   = oci.ErrSizeMismatch
 	ErrUnauthorized   = errors.New("unauthorized")
 )
 

@@ -88,7 +88,7 @@ func (r *remoteRepo) pushBlobOnce(ctx context.Context, c *http.Client, d v1.Desc
 		return false, fmt.Errorf("%s: opening blob %s to upload: %w", r.Name(), d.Digest, err)
 	}
 	// The reader is not replayable (no GetBody), so the transport never resends it.
-	body := &lockedBody{v: newVerifyReader(rc, d, "local blob")}
+	body := &lockedBody{v: oci.NewVerifyReader(rc, d)}
 	hdr := http.Header{"Content-Type": {"application/octet-stream"}}
 	resp, err = r.do(ctx, c, http.MethodPut, loc, hdr, body, d.Size)
 	if local := body.failed(); errors.Is(local, ErrDigestMismatch) {

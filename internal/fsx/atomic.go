@@ -50,15 +50,21 @@ func (p *Pending) Name() string { return p.f.Name() }
 
 // Commit replaces path with what was written: mode, fsync, close, rename, fsync of
 // path's directory. Once ctx is done it publishes nothing and returns ctx's error.
-func (p *Pending) Commit(ctx context.Context) error {
+func (p *Pending) Commit(ctx context.Context) error { return p.CommitAs(ctx, p.path) }
+
+// CommitAs is Commit to another path than the one Create named, on the same file
+// system: for content-addressed files, whose name (their digest) is known only
+// once they are written.
+func (p *Pending) CommitAs(ctx context.Context, path string) error {
+	p.path = path
 	if err := p.flush(ctx); err != nil {
 		return err
 	}
-	if err := os.Rename(p.f.Name(), p.path); err != nil {
-		return fmt.Errorf("writing %s: %w", p.path, err)
+	if err := os.Rename(p.f.Name(), path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
 	p.done = true
-	return SyncDir(ctx, filepath.Dir(p.path))
+	return SyncDir(ctx, filepath.Dir(path))
 }
 
 // CommitNew is Commit that never replaces a file: when path exists already (another

@@ -114,6 +114,19 @@ func TestPendingCleanup(t *testing.T) {
 	}
 }
 
+func TestCommitAs(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Create(ctx, filepath.Join(dir, "unnamed"), 0o600)
+	must(t, err)
+	defer w.Cleanup()
+	w.Write([]byte("content"))
+	must(t, w.CommitAs(ctx, filepath.Join(dir, "sha256-of-content")))
+	if n := names(t, dir); len(n) != 1 || n[0] != "sha256-of-content" {
+		t.Errorf("directory holds %v, want only the committed name", n)
+	}
+}
+
 func TestCreateFile(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()

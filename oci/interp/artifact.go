@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -114,24 +115,18 @@ func unpackTarball(ctx context.Context, tarball, workDir string) (string, error)
 // packPrefix writes the layer blob of prefix to workDir/<hex>.tar.gz through
 // a temporary file, fsynced and renamed into place.
 func packPrefix(ctx context.Context, prefix, workDir string) (oci.LayerBlob, error) {
-	f, err := os.CreateTemp(workDir, ".tmp-python-*")
+	// The blob's name is its digest, known only once it is written (CommitAs).
+	w, err := fsx.Create(ctx, filepath.Join(workDir, "python.tar.gz"), 0o600)
 	if err != nil {
 		return oci.LayerBlob{}, err
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	desc, _, err := oci.TarTreeWith(ctx, prefix, f, oci.TarTreeOptions{AllowSymlinks: true})
+	defer w.Cleanup()
+	desc, _, err := oci.TarTreeWith(ctx, prefix, w, oci.TarTreeOptions{AllowSymlinks: true})
 	if err != nil {
 		return oci.LayerBlob{}, fmt.Errorf("packing %s: %w", prefix, err)
 	}
-	if err := f.Sync(); err != nil {
-		return oci.LayerBlob{}, err
-	}
-	if err := f.Close(); err != nil {
-		return oci.LayerBlob{}, err
-	}
 	blob := filepath.Join(workDir, desc.Digest.Encoded()+".tar.gz")
-	if err := os.Rename(f.Name(), blob); err != nil {
+	if err := w.CommitAs(ctx, blob); err != nil {
 		return oci.LayerBlob{}, err
 	}
 	return oci.LayerBlob{Path: blob, Desc: desc}, nil

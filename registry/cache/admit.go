@@ -18,6 +18,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -104,7 +105,7 @@ func (c *Cache) Admit(ctx context.Context, d digest.Digest, a Admission) error {
 	if err != nil {
 		return err
 	}
-	if err := c.replaceFile(c.admissionsPath(hex), b); err != nil {
+	if err := c.replaceFile(ctx, c.admissionsPath(hex), b); err != nil {
 		return fmt.Errorf("recording the admission of %s: %w", d, err)
 	}
 	return nil
@@ -314,27 +315,6 @@ func readCapped(p string, limit int64) ([]byte, error) {
 
 // replaceFile atomically replaces dst with content (mode 0644): written in tmp/, fsynced,
 // renamed into place, its directory fsynced.
-func (c *Cache) replaceFile(dst string, content []byte) error {
-	tmp, err := os.CreateTemp(c.tmpDir(), "file-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Chmod(0o644)
-	}
-	if err == nil {
-		err = fsync(tmp)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(dst))
-	}
-	return err
+func (c *Cache) replaceFile(ctx context.Context, dst string, content []byte) error {
+	return fsx.WriteFileIn(ctx, c.tmpDir(), dst, content, 0o644)
 }

@@ -95,7 +95,7 @@ func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, 
 	if err := writeReadOnly(filepath.Join(meta, metaLock), config); err != nil {
 		return "", fmt.Errorf("writing %s: %w", metaLock, err)
 	}
-	if err := seal(work, dirs); err != nil {
+	if err := seal(ctx, work, dirs); err != nil {
 		return "", err
 	}
 	testHook("assembled")
@@ -107,7 +107,7 @@ func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, 
 		return "", fmt.Errorf("moving the layer into place: %w", err)
 	}
 	done = true
-	if err := syncDir(filepath.Dir(root)); err != nil {
+	if err := syncDir(ctx, filepath.Dir(root)); err != nil {
 		return "", err
 	}
 	if err := os.Chmod(root, modeDir); err != nil {

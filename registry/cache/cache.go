@@ -12,6 +12,7 @@ import (
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 // ErrNotFound: the ref (or layer) is not in the cache.
@@ -232,19 +233,12 @@ func fsync(f *os.File) error {
 	return f.Sync()
 }
 
-func syncDir(dir string) error {
+// syncDir fsyncs directory dir (see durable).
+func syncDir(ctx context.Context, dir string) error {
 	if !durable {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("syncing directory %q: %w", dir, err)
-	}
-	return nil
+	return fsx.SyncDir(ctx, dir)
 }
 
 func kindOf(m fs.FileMode) string {

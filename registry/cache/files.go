@@ -2,11 +2,11 @@ package cache
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"io"
 	"io/fs"
 	"os"
@@ -16,6 +16,7 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -145,7 +146,7 @@ func treeBytes(recs []record) int64 {
 // to another parent needs write access to it) read-only, deepest first, and
 // flushes everything written below dir to disk with one syncfs(2), which costs
 // far less than an fsync per file and directory. dirs are paths relative to dir.
-func seal(dir string, dirs []string) error {
+func seal(ctx context.Context, dir string, dirs []string) error {
 	sorted := append([]string(nil), dirs...)
 	sort.Sort(sort.Reverse(sort.StringSlice(sorted)))
 	for _, d := range sorted {
@@ -154,23 +155,15 @@ func seal(dir string, dirs []string) error {
 			return fmt.Errorf("making %q read-only: %w", p, err)
 		}
 	}
-	return syncFS(dir)
+	return syncFS(ctx, dir)
 }
 
 // syncFS flushes the file system that holds dir (see durable).
-func syncFS(dir string) error {
+func syncFS(ctx context.Context, dir string) error {
 	if !durable {
 		return nil
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("syncing %q: %w", dir, err)
-	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return fmt.Errorf("syncing %q: %w", dir, err)
-	}
-	return nil
+	return fsx.SyncFS(ctx, dir)
 }
 
 func dirsOf(recs []record) []string {

@@ -313,7 +313,7 @@ func (c *Cache) removeLayer(ctx context.Context, hex string) (ok bool, err error
 		return false, err
 	}
 	defer hl.release()
-	if err := c.moveAway(c.layerDir(hex)); err != nil {
+	if err := c.moveAway(ctx, c.layerDir(hex)); err != nil {
 		return false, fmt.Errorf("removing layer sha256:%s: %w", hex, err)
 	}
 	if err := c.removeAdmissions(ctx, hex); err != nil {
@@ -331,7 +331,7 @@ func (c *Cache) removeTree(ctx context.Context, hex string) error {
 		return err
 	}
 	defer tl.release()
-	if err := c.moveAway(c.treeDir(hex)); err != nil {
+	if err := c.moveAway(ctx, c.treeDir(hex)); err != nil {
 		return fmt.Errorf("removing tree sha256:%s: %w", hex, err)
 	}
 	// The tree goes first: a file list without its tree is harmless, a tree
@@ -357,7 +357,7 @@ func (c *Cache) removeOrphanLists() {
 // moveAway renames dir into tmp/gc-* (one atomic step: it is gone from view)
 // and then deletes it. The directory is made writable first: moving a
 // directory to another parent needs write access to it.
-func (c *Cache) moveAway(dir string) error {
+func (c *Cache) moveAway(ctx context.Context, dir string) error {
 	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -374,6 +374,6 @@ func (c *Cache) moveAway(dir string) error {
 		forceRemoveAll(trash)
 		return err
 	}
-	syncDir(filepath.Dir(dir))
+	syncDir(ctx, filepath.Dir(dir))
 	return forceRemoveAll(trash)
 }

@@ -3,7 +3,6 @@ package cache
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -161,27 +160,14 @@ func (c *Cache) fetchConfig(ctx context.Context, d v1.Descriptor, fetch Fetch) (
 		return nil, fmt.Errorf("fetching config (the lock) %s: %w", d.Digest, err)
 	}
 	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, d.Size+1))
+	b, err := io.ReadAll(oci.NewVerifyReader(rc, d))
 	if err != nil {
 		return nil, fmt.Errorf("fetching config (the lock) %s: %w", d.Digest, err)
-	}
-	if int64(len(b)) != d.Size {
-		return nil, fmt.Errorf("%w: config %s: got %s bytes, the manifest says %d", oci.ErrSizeMismatch, d.Digest, atLeast(int64(len(b)), d.Size), d.Size)
-	}
-	if got := digest.FromBytes(b); got != d.Digest {
-		return nil, fmt.Errorf("%w: config: got %s, want %s", oci.ErrDigestMismatch, got, d.Digest)
 	}
 	if !json.Valid(b) {
 		return nil, fmt.Errorf("%w: config %s is not JSON", oci.ErrInvalidManifest, d.Digest)
 	}
 	return b, nil
-}
-
-func atLeast(n, limit int64) string {
-	if n > limit {
-		return fmt.Sprintf("more than %d", limit)
-	}
-	return fmt.Sprint(n)
 }
 
 // ensureTrees makes sure every blob has its tree, c.parallel at a time; the
@@ -295,7 +281,7 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fet
 	if err := writeReadOnly(filepath.Join(work, "files"), list); err != nil {
 		return fmt.Errorf("writing the file list: %w", err)
 	}
-	if err := seal(tree, dirsOf(recs)); err != nil {
+	if err := seal(ctx, tree, dirsOf(recs)); err != nil {
 		return err
 	}
 	if err := os.Rename(filepath.Join(work, "files"), c.treeFiles(hex)); err != nil {
@@ -305,7 +291,7 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fet
 	if err := os.Rename(tree, c.treeDir(hex)); err != nil {
 		return fmt.Errorf("moving the tree into place: %w", err)
 	}
-	if err := syncDir(filepath.Dir(c.treeDir(hex))); err != nil {
+	if err := syncDir(ctx, filepath.Dir(c.treeDir(hex))); err != nil {
 		return err
 	}
 	if err := os.Chmod(c.treeDir(hex), modeDir); err != nil {
@@ -315,7 +301,8 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fet
 	return nil
 }
 
-// download streams blob d into dst, checking its size and sha256 on the way.
+// download streams blob d into dst, checking its size and sha256 on the way
+// (oci.VerifyReader).
 func (c *Cache) download(ctx context.Context, d v1.Descriptor, fetch Fetch, dst string, emit func(Event)) error {
 	rc, err := fetch(ctx, d)
 	if err != nil {
@@ -327,17 +314,9 @@ func (c *Cache) download(ctx context.Context, d v1.Descriptor, fetch Fetch, dst 
 		return err
 	}
 	defer f.Close()
-	h := sha256.New()
 	pr := &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
-	n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(pr, d.Size+1))
-	if err != nil {
+	if _, err := io.Copy(f, oci.NewVerifyReader(pr, d)); err != nil {
 		return fmt.Errorf("fetching: %w", err)
-	}
-	if n != d.Size {
-		return fmt.Errorf("%w: got %s bytes, the manifest says %d", oci.ErrSizeMismatch, atLeast(n, d.Size), d.Size)
-	}
-	if got := digest.NewDigestFromBytes(digest.SHA256, h.Sum(nil)); got != d.Digest {
-		return fmt.Errorf("%w: the bytes fetched hash to %s", oci.ErrDigestMismatch, got)
 	}
 	return f.Close()
 }

@@ -80,7 +80,7 @@ func (c *Cache) SetRef(ctx context.Context, name string, d digest.Digest) error 
 	if err := checkDigest(d); err != nil {
 		return fmt.Errorf("setting ref %q: %w", name, err)
 	}
-	err = c.replaceFile(filepath.Join(c.root, "refs", file), []byte(string(d)+"\n"))
+	err = c.replaceFile(ctx, filepath.Join(c.root, "refs", file), []byte(string(d)+"\n"))
 	if err != nil {
 		return fmt.Errorf("setting ref %q: %w", name, err)
 	}
@@ -126,7 +126,7 @@ func (c *Cache) DeleteRef(ctx context.Context, name string) error {
 	if err := os.Remove(filepath.Join(c.root, "refs", file)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("deleting ref %q: %w", name, err)
 	}
-	return syncDir(filepath.Join(c.root, "refs"))
+	return syncDir(ctx, filepath.Join(c.root, "refs"))
 }
 
 // Refs returns every ref and the digest it points at. Files in refs/ that are
