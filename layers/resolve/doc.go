@@ -1,5 +1,6 @@
 // Package resolve pins a set of PEP 508 requirements to one wheel per project for a
-// target, the way pip's resolver does for `--only-binary=:all:` (pip is the oracle the
+// target, the way pip 26.1-26.2 (packaging 26.2) resolves with `--only-binary=:all:`: every
+// requirement on a project stays its own clause, never merged into another (pip is the oracle the
 // end-to-end tests compare against): highest version first, pip's pre-release and yanked
 // rules, requires-python, markers and extras evaluated for the target, constraints that
 // narrow but never add, and the pins of a base layer that an ext layer must live with.

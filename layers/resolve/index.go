@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -58,12 +59,18 @@ type metaResult struct {
 	ready chan struct{}
 }
 
+// versionInfoRE takes sys.version_info[:3] out of a full Python version such as
+// "3.13.0rc1" or "3.11.1+".
+var versionInfoRE = regexp.MustCompile(`^[0-9]+(?:\.[0-9]+){0,2}`)
+
 func newCatalog(idx Index, t target.Target) (*catalog, error) {
 	full := t.PythonFull
 	if full == "" {
 		full = t.Python
 	}
-	py, err := pep440.Parse(full)
+	// pip checks Requires-Python against version_info[:3], never the pre-release or
+	// local part: 3.13.0rc1 satisfies ">=3.13".
+	py, err := pep440.Parse(versionInfoRE.FindString(full))
 	if err != nil {
 		return nil, fmt.Errorf("target python version %q: %w", full, err)
 	}
