@@ -1,0 +1,120 @@
+package depcheck
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+const module = "github.com/pylayer/pylayer/"
+
+// forbidden maps a package tree to the trees its (non-test) code must never import.
+var forbidden = map[string][]string{
+	"layers":   {"oci", "registry", "sandbox", "broker", "catalog", "publish", "internal/cli"},
+	"oci":      {"registry", "sandbox", "broker", "catalog", "publish", "internal/cli"},
+	"registry": {"sandbox", "broker", "catalog", "publish", "internal/cli"},
+	"sandbox":  {"layers", "oci", "registry", "broker", "catalog", "publish", "internal/cli"},
+	"catalog":  {"oci", "registry", "sandbox", "broker", "publish", "internal/cli"},
+	"publish":  {"sandbox", "broker", "catalog", "internal/cli"},
+	"broker":   {"internal/cli"},
+}
+
+// testSupport are the trees only tests, test tools and benchmarks may import.
+var testSupport = []string{"internal/testenv", "internal/pyoracle", "test", "broker/storetest", "broker/postgres/pgtest"}
+
+// under reports whether pkg (module-relative) is tree or inside it.
+func under(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
+
+func underAny(pkg string, trees []string) bool {
+	for _, t := range trees {
+		if under(pkg, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// imports lists, for every package of the module, the module packages its non-test code
+// imports (go list, so build constraints are what the build sees).
+func imports(t *testing.T) map[string][]string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "list", "-e", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	m := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || !strings.HasPrefix(f[0], module) {
+			continue
+		}
+		pkg := strings.TrimPrefix(f[0], module)
+		m[pkg] = nil
+		for _, imp := range f[1:] {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				m[pkg] = append(m[pkg], rel)
+			}
+		}
+	}
+	if len(m) < 20 {
+		t.Fatalf("go list found only %d packages of the module:\n%s", len(m), out)
+	}
+	return m
+}
+
+// TestArrows: each package imports only what its layer may.
+func TestArrows(t *testing.T) {
+	for pkg, imps := range imports(t) {
+		for _, imp := range imps {
+			for tree, bad := range forbidden {
+				if under(pkg, tree) && underAny(imp, bad) && !under(imp, tree) {
+					t.Errorf("%s imports %s: %s must never import %s", pkg, imp, tree, strings.Join(bad, ", "))
+				}
+			}
+			if under(imp, "internal/cli") && pkg != "cmd/pylayer" {
+				t.Errorf("%s imports internal/cli: only cmd/pylayer may", pkg)
+			}
+			if underAny(imp, testSupport) && !underAny(pkg, testSupport) && !under(pkg, "bench") {
+				t.Errorf("%s imports the test support package %s: only tests, test/ and bench/ may", pkg, imp)
+			}
+		}
+	}
+}
+
+// TestRules: the rule table itself catches what it should (so a broken under cannot make
+// TestArrows pass vacuously).
+func TestRules(t *testing.T) {
+	for _, c := range []struct {
+		pkg, imp string
+		ok       bool
+	}{
+		{"layers/lock", "oci", false},
+		{"layers/resolve", "layers/lock", true},
+		{"sandbox", "layers/lock", false},
+		{"sandbox/seccomp", "sandbox", true},
+		{"registry/cache", "broker", false},
+		{"oci/interp", "registry", false},
+		{"broker/builder", "registry", true},
+		{"registryx", "broker", true}, // not the registry tree
+	} {
+		bad := false
+		for tree, trees := range forbidden {
+			if under(c.pkg, tree) && underAny(c.imp, trees) && !under(c.imp, tree) {
+				bad = true
+			}
+		}
+		if bad == c.ok {
+			t.Errorf("%s importing %s: allowed %v, want %v", c.pkg, c.imp, !bad, c.ok)
+		}
+	}
+}
