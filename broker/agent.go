@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -146,6 +147,10 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 		}
 	}
 	req, err := s.o.Classifier.Classify(r.Context(), se, specs, up)
+	if errors.Is(err, ErrUnavailable) || err != nil && r.Context().Err() != nil {
+		s.unavailable(w, r, fmt.Errorf("classifying a request of session %s: %w", se.ID, err))
+		return
+	}
 	if err != nil {
 		s.internal(w, r, fmt.Errorf("classifying a request of session %s: %w", se.ID, err))
 		return
@@ -162,13 +167,9 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 	if up != nil {
 		req.Upload = up.Filename
 	}
-	if err := s.o.Store.CreateRequest(r.Context(), req); err != nil {
+	if err := s.o.Store.CreateRequest(r.Context(), req, s.event(t, AuditEvent{Action: "request.create", SessionID: se.ID, RequestID: req.ID,
+		Packages: req.Packages, Decision: req.Decision, Detail: strings.Join(req.Reasons, "; ")})); err != nil {
 		s.storeError(w, r, err)
-		return
-	}
-	if err := s.audit(r.Context(), t, AuditEvent{Action: "request.create", SessionID: se.ID, RequestID: req.ID,
-		Packages: req.Packages, Decision: req.Decision, Detail: strings.Join(req.Reasons, "; ")}); err != nil {
-		s.internal(w, r, err)
 		return
 	}
 	if req.State == StateApproved && s.o.Builder != nil {
@@ -200,9 +201,15 @@ func (b *beforeWrite) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // audit writes an event with the token's subject as actor (never the token).
 func (s *Server) audit(ctx context.Context, t Token, e AuditEvent) error {
+	return s.o.Store.Audit(ctx, s.event(t, e))
+}
+
+// event is e done by the token's subject (never the token) now, for a store change that
+// appends it in its own transaction.
+func (s *Server) event(t Token, e AuditEvent) AuditEvent {
 	e.Actor = t.Subject
 	e.Time = s.o.Now().UTC()
-	return s.o.Store.Audit(ctx, e)
+	return e
 }
 
 func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {

@@ -27,15 +27,19 @@ type Upload struct {
 // returns the request with State (approved, pending or rejected), Decision, Reasons,
 // Isolated (an isolated layer may be offered to the approver) and Packages filled; the
 // server sets ID, SessionID, Specs, Upload and the times. upload is nil for specs.
-// An error means the classifier itself failed (not that the request is refused).
+// An error means the classifier itself failed (not that the request is refused): one
+// wrapping ErrUnavailable (the index timed out or answered 5xx, the caller went away)
+// may pass, so the server answers 503 with Retry-After and stores nothing.
 type Classifier interface {
 	Classify(ctx context.Context, s Session, specs []string, upload *Upload) (Request, error)
 }
 
-// Rebaser moves a session to the current interpreter and base, updating the store
-// (SetSessionBase, ReplaceBindings), and returns the session as it is now.
+// Rebaser moves a session to the current interpreter and base, updating the store in one
+// transaction (Store.ApplyRebase, which appends the "session.rebase" event by actor), and
+// returns the session as it is now. ErrConflict: the session moved meanwhile;
+// ErrUnavailable: the index or registry failed, and nothing changed.
 type Rebaser interface {
-	Rebase(ctx context.Context, sessionID string) (Session, error)
+	Rebase(ctx context.Context, sessionID, actor string) (Session, error)
 }
 
 // Layer is one published layer, as listed by a LayerLister.

@@ -48,11 +48,8 @@ func (s *Server) CreateToken(ctx context.Context, role, subject string) (string,
 		return "", fmt.Errorf("creating token: %w: role %q, want admin, owner or agent", ErrInvalid, role)
 	}
 	secret, hash := NewToken()
-	if err := s.o.Store.PutToken(ctx, Token{Hash: hash, Role: role, Subject: subject, Created: s.o.Now().UTC()}); err != nil {
-		return "", fmt.Errorf("creating token: %w", err)
-	}
-	if err := s.o.Store.Audit(ctx, AuditEvent{Time: s.o.Now().UTC(), Actor: "cli", Action: "token.create",
-		Detail: "role=" + role + " subject=" + subject}); err != nil {
+	if err := s.o.Store.PutToken(ctx, Token{Hash: hash, Role: role, Subject: subject, Created: s.o.Now().UTC()},
+		AuditEvent{Time: s.o.Now().UTC(), Actor: "cli", Action: "token.create", Detail: "role=" + role + " subject=" + subject}); err != nil {
 		return "", fmt.Errorf("creating token: %w", err)
 	}
 	return secret, nil

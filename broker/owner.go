@@ -74,16 +74,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) 
 		b.Base, b.BaseLock = base, lockBytes
 	}
 	se := Session{ID: newID("ses_"), Owner: owner, Created: s.o.Now().UTC(), Interpreter: b.Interpreter, Base: b.Base, BaseLock: b.BaseLock}
-	if err := s.o.Store.CreateSession(r.Context(), se); err != nil {
+	if err := s.o.Store.CreateSession(r.Context(), se, s.event(t, AuditEvent{Action: "session.create", SessionID: se.ID, Detail: "owner=" + owner})); err != nil {
 		s.storeError(w, r, err)
 		return
 	}
 	secret, hash := NewToken()
 	if err := s.o.Store.PutToken(r.Context(), Token{Hash: hash, Role: RoleAgent, Subject: se.ID, Created: se.Created}); err != nil {
-		s.internal(w, r, err)
-		return
-	}
-	if err := s.audit(r.Context(), t, AuditEvent{Action: "session.create", SessionID: se.ID, Detail: "owner=" + owner}); err != nil {
 		s.internal(w, r, err)
 		return
 	}
@@ -197,18 +193,18 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t Token, fn func
 	if !ok {
 		return
 	}
-	var detail string
-	err := s.o.Store.UpdateRequest(r.Context(), req.ID, func(q *Request) error {
+	err := s.o.Store.Transition(r.Context(), req.ID, func(q *Request) (AuditEvent, error) {
 		if q.State != StatePending {
-			return fmt.Errorf("%w: request %s is %s, not pending", errWrongState, q.ID, q.State)
+			return AuditEvent{}, fmt.Errorf("%w: request %s is %s, not pending", errWrongState, q.ID, q.State)
 		}
-		var err error
-		if detail, err = fn(q); err != nil {
-			return err
+		detail, err := fn(q)
+		if err != nil {
+			return AuditEvent{}, err
 		}
 		q.Approver, q.Updated = t.Subject, s.o.Now().UTC()
 		req = *q
-		return nil
+		return s.event(t, AuditEvent{Action: "request." + q.Decision, SessionID: q.SessionID, RequestID: q.ID,
+			Packages: q.Packages, Decision: q.Decision, Detail: detail}), nil
 	})
 	switch {
 	case errors.Is(err, errWrongState):
@@ -222,11 +218,6 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, t Token, fn func
 		return
 	}
 	s.Notify(req.ID)
-	if err := s.audit(r.Context(), t, AuditEvent{Action: "request." + req.Decision, SessionID: req.SessionID, RequestID: req.ID,
-		Packages: req.Packages, Decision: req.Decision, Detail: detail}); err != nil {
-		s.internal(w, r, err)
-		return
-	}
 	if req.State == StateApproved && s.o.Builder != nil {
 		s.o.Builder.Enqueue(contextWithoutCancel(r), req.ID)
 	}
@@ -247,17 +238,19 @@ func (s *Server) rebase(w http.ResponseWriter, r *http.Request, t Token) {
 		writeError(w, http.StatusNotImplemented, "rebase is not configured on this broker", "")
 		return
 	}
-	before, id := se.Base, se.ID
+	id := se.ID
 	s.uploads.rebasing(id, true) // its requests move from old bindings to new ones: no sweep in between
-	se, err := s.o.Rebaser.Rebase(r.Context(), id)
+	se, err := s.o.Rebaser.Rebase(r.Context(), id, t.Subject)
 	s.uploads.rebasing(id, false)
-	if err != nil {
-		s.internal(w, r, fmt.Errorf("rebasing session %s: %w", r.PathValue("id"), err))
+	switch {
+	case errors.Is(err, ErrConflict):
+		writeError(w, http.StatusConflict, err.Error(), "the session was rebased meanwhile; read it again, and rebase again if it is not on the current base")
 		return
-	}
-	if err := s.audit(r.Context(), t, AuditEvent{Action: "session.rebase", SessionID: se.ID,
-		Detail: fmt.Sprintf("base %s -> %s", before, se.Base)}); err != nil {
-		s.internal(w, r, err)
+	case errors.Is(err, ErrUnavailable):
+		s.unavailable(w, r, fmt.Errorf("rebasing session %s: %w", id, err))
+		return
+	case err != nil:
+		s.internal(w, r, fmt.Errorf("rebasing session %s: %w", id, err))
 		return
 	}
 	writeJSON(w, http.StatusOK, se)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -237,6 +238,17 @@ func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, http.StatusInternalServerError, "internal error", "try again; if it persists, the broker's log has the cause")
 }
 
+// RetryAfter is what a 503 tells the client to wait before trying again.
+const RetryAfter = 5 * time.Second
+
+// unavailable answers 503 with Retry-After: something the broker depends on failed in a
+// way that may pass, and nothing was decided.
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.LogAttrs(r.Context(), slog.LevelWarn, "unavailable", slog.String("route", r.Pattern), slog.String("error", err.Error()))
+	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfter/time.Second)))
+	writeError(w, http.StatusServiceUnavailable, "temporarily unavailable: the package index or registry did not answer; nothing was decided", "retry after the Retry-After header's seconds")
+}
+
 // storeError maps a store error to a status.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
@@ -244,6 +256,8 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusNotFound, err.Error(), "")
 	case errors.Is(err, ErrConflict):
 		writeError(w, http.StatusConflict, err.Error(), "")
+	case errors.Is(err, ErrUnavailable):
+		s.unavailable(w, r, err)
 	default:
 		s.internal(w, r, err)
 	}

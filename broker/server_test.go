@@ -16,10 +16,19 @@ import (
 
 type fakeRebaser struct{ st broker.Store }
 
-func (f fakeRebaser) Rebase(ctx context.Context, id string) (broker.Session, error) {
+func (f fakeRebaser) Rebase(ctx context.Context, id, actor string) (broker.Session, error) {
 	d := "sha256:" + strings.Repeat("b", 64)
-	if err := f.st.SetSessionBase(ctx, id, "", d, nil); err != nil {
-		return broker.Session{}, err
+	se, err := f.st.GetSession(ctx, id)
+	if err != nil {
+		return se, err
+	}
+	bs, err := f.st.Bindings(ctx, id)
+	if err != nil {
+		return se, err
+	}
+	if err := f.st.ApplyRebase(ctx, broker.RebasePlan{SessionID: id, FromBase: se.Base, Base: d, Bindings: bs,
+		Audit: []broker.AuditEvent{{Actor: actor, Action: "session.rebase", SessionID: id, Detail: "base " + se.Base + " -> " + d}}}); err != nil {
+		return se, err
 	}
 	return f.st.GetSession(ctx, id)
 }

@@ -102,14 +102,13 @@ func (w *Worker) Run(ctx context.Context, jobs int) error {
 		return err
 	}
 	for _, r := range stale {
-		err := w.cfg.Store.UpdateRequest(ctx, r.ID, func(r *broker.Request) error {
-			r.State = broker.StateApproved
-			return nil
+		err := w.cfg.Store.Transition(ctx, r.ID, func(q *broker.Request) (broker.AuditEvent, error) {
+			q.State = broker.StateApproved
+			return event("builder", "resume", *q, "the previous worker stopped mid-build; building again"), nil
 		})
 		if err != nil {
 			return err
 		}
-		w.audit(ctx, "builder", "resume", r, "the previous worker stopped mid-build; building again")
 	}
 	if jobs < 1 {
 		jobs = 1
@@ -172,38 +171,28 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 	}
 	key, _ := l.Key()
 	ref := w.cfg.Repo.Name() + "@" + desc.Digest.String()
-	err = w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
-		q.State, q.Digest, q.LockKey = broker.StateBuilt, desc.Digest.String(), key
-		return nil
-	})
-	if err == nil {
-		w.cfg.Notify(r.ID)
-		err = w.cfg.Store.AddBinding(ctx, broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()})
-	}
-	if err == nil {
-		err = w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
-			q.State = broker.StateBound
-			return nil
-		})
-	}
-	if err != nil {
+	// One transaction: built, bound and audited, or (a crash, a failed write) still
+	// building, which the next start resumes.
+	b := broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()}
+	if err := w.cfg.Store.Bind(ctx, b, key, event("builder", "bound", r, kind+" layer "+ref)); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
 		w.fail(ctx, r, err)
 		return
 	}
-	w.audit(ctx, "builder", "bound", r, kind+" layer "+ref)
 	w.cfg.Notify(r.ID)
 }
 
 func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
 	w.cfg.Logger.Warn("build failed", "request", r.ID, "err", cause)
-	err := w.cfg.Store.UpdateRequest(ctx, r.ID, func(q *broker.Request) error {
+	err := w.cfg.Store.Transition(ctx, r.ID, func(q *broker.Request) (broker.AuditEvent, error) {
 		q.State, q.Error = broker.StateFailed, broker.RedactPaths(cause.Error()) // the agent reads it
-		return nil
+		return event("builder", "build-failed", *q, q.Error), nil
 	})
 	if err != nil {
 		w.cfg.Logger.Error("recording a failed build", "request", r.ID, "err", err)
 	}
-	w.audit(ctx, "builder", "build-failed", r, broker.RedactPaths(cause.Error()))
 	w.cfg.Notify(r.ID)
 }
 
@@ -282,11 +271,9 @@ func (w *Worker) upload(r broker.Request) (*broker.Upload, error) {
 	return nil, fmt.Errorf("request %s: the uploaded wheel %s is not among its packages", r.ID, r.Upload)
 }
 
-func (w *Worker) audit(ctx context.Context, actor, action string, r broker.Request, detail string) {
-	err := w.cfg.Store.Audit(ctx, broker.AuditEvent{Time: time.Now().UTC(), Actor: actor, Action: action, SessionID: r.SessionID, RequestID: r.ID, Packages: r.Packages, Decision: r.Decision, Detail: detail})
-	if err != nil {
-		w.cfg.Logger.Error("audit", "err", err)
-	}
+// event is the audit event of a change the builder makes to r.
+func event(actor, action string, r broker.Request, detail string) broker.AuditEvent {
+	return broker.AuditEvent{Time: time.Now().UTC(), Actor: actor, Action: action, SessionID: r.SessionID, RequestID: r.ID, Packages: r.Packages, Decision: r.Decision, Detail: detail}
 }
 
 func sessionBase(s broker.Session) (*lock.Lock, error) {

@@ -34,9 +34,15 @@ type classified struct {
 	err  error
 }
 
+// classifyTimeout bounds one shared classification, whoever is waiting for it.
+const classifyTimeout = 2 * time.Minute
+
 // Classify resolves specs (or an uploaded wheel and what it requires) against the
 // session's base and classifies the result with the catalog. Identical requests on the
-// same base, at the same time or within classifyTTL, share one resolution.
+// same base, at the same time or within classifyTTL, share one resolution, which runs
+// under its own context and classifyTimeout: a caller that leaves stops waiting but does
+// not cancel it for the others. Only outcomes are shared for classifyTTL; an error
+// (ErrUnavailable: the index failed) is handed to those waiting then and never kept.
 func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
 	if up != nil {
 		return w.classify(ctx, s, specs, up)
@@ -47,29 +53,68 @@ func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string,
 		w.classes = map[string]*classified{}
 	}
 	c, ok := w.classes[key]
-	if ok && c.at.IsZero() || ok && time.Since(c.at) < classifyTTL && c.err == nil {
-		w.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.req, c.err
-		case <-ctx.Done():
-			return broker.Request{}, ctx.Err()
+	if !(ok && c.at.IsZero() || ok && time.Since(c.at) < classifyTTL && c.err == nil) {
+		c = &classified{done: make(chan struct{})}
+		w.classes[key] = c
+		for k, old := range w.classes { // drop stale entries so the map stays small
+			if !old.at.IsZero() && time.Since(old.at) >= classifyTTL {
+				delete(w.classes, k)
+			}
 		}
-	}
-	c = &classified{done: make(chan struct{})}
-	w.classes[key] = c
-	for k, old := range w.classes { // drop stale entries so the map stays small
-		if !old.at.IsZero() && time.Since(old.at) >= classifyTTL {
-			delete(w.classes, k)
-		}
+		go func() {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), classifyTimeout)
+			defer cancel()
+			req, err := w.classify(cctx, s, specs, nil)
+			w.mu.Lock()
+			c.req, c.err, c.at = req, err, time.Now()
+			if err != nil && w.classes[key] == c {
+				delete(w.classes, key) // the next caller tries again
+			}
+			w.mu.Unlock()
+			close(c.done)
+		}()
 	}
 	w.mu.Unlock()
-	c.req, c.err = w.classify(ctx, s, specs, nil)
-	w.mu.Lock()
-	c.at = time.Now()
-	w.mu.Unlock()
-	close(c.done)
-	return c.req, c.err
+	select {
+	case <-c.done:
+		return c.req, c.err
+	case <-ctx.Done():
+		return broker.Request{}, unavailable(ctx.Err())
+	}
+}
+
+// unavailable marks err as a failure that may pass (broker.ErrUnavailable): the index or
+// registry did not answer, timed out or failed, or the caller went away.
+func unavailable(err error) error {
+	if err == nil || errors.Is(err, broker.ErrUnavailable) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", broker.ErrUnavailable, err)
+}
+
+// outcome marks an error that is a fact about the request (it does not resolve, its
+// wheel is bad), which the catalog turns into a rejection, unlike a failure to find out.
+type outcome struct{ error }
+
+func (o outcome) Unwrap() error { return o.error }
+
+// isOutcome reports whether err from lockFor or a fetch is a resolution outcome: no such
+// project, no wheel for the target (sdist only), a conflict, a resolution too complex,
+// bad metadata or an unsupported requirement, a file whose hash or size does not match
+// or that has no hash; or an error lockFor found in the request itself. Anything else
+// (timeouts, refused connections, 5xx, a cancelled context) is not.
+func isOutcome(err error) bool {
+	var o outcome
+	if errors.As(err, &o) {
+		return true
+	}
+	for _, s := range []error{resolve.ErrNotFound, resolve.ErrNoWheel, resolve.ErrConflict, resolve.ErrTooComplex,
+		resolve.ErrBadMetadata, resolve.ErrUnsupportedR, index.ErrHashMismatch, index.ErrNoHash, index.ErrSizeMismatch, index.ErrNotFound} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
@@ -92,21 +137,28 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 		for _, p := range l.Packages {
 			if _, err := w.cfg.Trees.Wheel(ctx, p); err != nil {
 				if !errors.Is(err, index.ErrHashMismatch) {
-					return broker.Request{}, fmt.Errorf("fetching %s: %w", p.Filename, err)
+					return broker.Request{}, unavailable(fmt.Errorf("fetching %s: %w", p.Filename, err))
 				}
 				rerr = err
 				break
 			}
 		}
 	}
+	if rerr != nil && !isOutcome(rerr) {
+		return broker.Request{}, unavailable(rerr) // not a decision: nothing is stored or kept
+	}
 	switch {
 	case rerr == nil:
 		creq.Packages = catalogPackages(l)
 	case isBaseConflict(rerr):
 		creq.ResolveErr = rerr
-		if iso, err := w.lockFor(ctx, base, specs, up, true); err == nil {
+		iso, err := w.lockFor(ctx, base, specs, up, true)
+		switch {
+		case err == nil:
 			creq.BaseConflict = true
 			creq.Packages = catalogPackages(iso)
+		case !isOutcome(err):
+			return broker.Request{}, unavailable(err)
 		}
 	default:
 		creq.ResolveErr = rerr
@@ -148,6 +200,23 @@ func catalogPackages(l *lock.Lock) []catalog.Package {
 // resolved together without the base's pins). An uploaded wheel is pinned as it is and
 // its own requirements are resolved.
 func (w *Worker) lockFor(ctx context.Context, base *lock.Lock, specs []string, up *broker.Upload, isolated bool) (*lock.Lock, error) {
+	l, err := w.resolveLock(ctx, base, specs, up, isolated)
+	var re resolveErr
+	if err != nil && !errors.As(err, &re) {
+		err = outcome{err} // found in the request, its upload or the base: no index involved
+	}
+	if errors.As(err, &re) {
+		err = re.error
+	}
+	return l, err
+}
+
+// resolveErr is an error of resolve.Resolve, which may be an outcome or a failure.
+type resolveErr struct{ error }
+
+func (r resolveErr) Unwrap() error { return r.error }
+
+func (w *Worker) resolveLock(ctx context.Context, base *lock.Lock, specs []string, up *broker.Upload, isolated bool) (*lock.Lock, error) {
 	var reqs []pep508.Requirement
 	for _, s := range specs {
 		r, err := pep508.ParseRequirement(s)
@@ -265,15 +334,17 @@ func (w *Worker) Current(ctx context.Context) (interp, base string, baseLock []b
 // Rebase moves a session onto the current base (and interpreter), then asks again for
 // every ext request it had bound: each is classified against the new base like a new
 // request, so it is bound again when it still fits and comes back rejected or pending,
-// with the pin that blocks it, when it does not. Isolated layers stay bound.
-func (w *Worker) Rebase(ctx context.Context, sessionID string) (broker.Session, error) {
+// with the pin that blocks it, when it does not. Isolated layers stay bound. Everything
+// is classified first and then applied in one transaction (Store.ApplyRebase): a failure
+// on the way, or a crash, leaves the session as it was.
+func (w *Worker) Rebase(ctx context.Context, sessionID, actor string) (broker.Session, error) {
 	s, err := w.cfg.Store.GetSession(ctx, sessionID)
 	if err != nil {
 		return s, err
 	}
 	interp, base, baseLock, err := w.Current(ctx)
 	if err != nil {
-		return s, err
+		return s, unavailable(err)
 	}
 	if interp == "" {
 		interp = s.Interpreter
@@ -282,21 +353,14 @@ func (w *Worker) Rebase(ctx context.Context, sessionID string) (broker.Session, 
 	if err != nil {
 		return s, err
 	}
-	if err := w.cfg.Store.SetSessionBase(ctx, sessionID, interp, base, baseLock); err != nil {
-		return s, err
-	}
-	var keep []broker.Binding
+	p := broker.RebasePlan{SessionID: sessionID, FromBase: s.Base, Interpreter: interp, Base: base, BaseLock: baseLock}
 	for _, b := range old {
 		if b.Kind == broker.KindIso {
-			keep = append(keep, b)
+			p.Bindings = append(p.Bindings, b)
 		}
 	}
-	if err := w.cfg.Store.ReplaceBindings(ctx, sessionID, keep); err != nil {
-		return s, err
-	}
-	if s, err = w.cfg.Store.GetSession(ctx, sessionID); err != nil {
-		return s, err
-	}
+	next := s
+	next.Interpreter, next.Base, next.BaseLock = interp, base, baseLock
 	for _, b := range old {
 		if b.Kind != broker.KindExt || b.RequestID == "" {
 			continue
@@ -311,21 +375,26 @@ func (w *Worker) Rebase(ctx context.Context, sessionID string) (broker.Session, 
 				return s, err
 			}
 		}
-		req, err := w.Classify(ctx, s, prev.Specs, up)
+		req, err := w.Classify(ctx, next, prev.Specs, up)
 		if err != nil {
 			return s, err
 		}
 		now := time.Now().UTC()
 		req.ID, req.SessionID, req.Specs, req.Upload, req.Created, req.Updated = newRequestID(), sessionID, prev.Specs, prev.Upload, now, now
-		if err := w.cfg.Store.CreateRequest(ctx, req); err != nil {
-			return s, err
-		}
-		w.audit(ctx, "builder", "rebase.request", req, fmt.Sprintf("asked again after rebase (was %s): %s", prev.ID, req.State))
+		p.Requests = append(p.Requests, req)
+		p.Audit = append(p.Audit, event("builder", "rebase.request", req, fmt.Sprintf("asked again after rebase (was %s): %s", prev.ID, req.State)))
+	}
+	p.Audit = append(p.Audit, broker.AuditEvent{Time: time.Now().UTC(), Actor: actor, Action: "session.rebase", SessionID: sessionID,
+		Detail: fmt.Sprintf("base %s -> %s", s.Base, base)})
+	if err := w.cfg.Store.ApplyRebase(ctx, p); err != nil {
+		return s, err
+	}
+	for _, req := range p.Requests {
 		if req.State == broker.StateApproved {
 			w.Enqueue(ctx, req.ID)
 		}
 	}
-	return s, nil
+	return w.cfg.Store.GetSession(ctx, sessionID)
 }
 
 func newRequestID() string {

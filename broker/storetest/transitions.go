@@ -309,4 +309,3 @@ func bind(s broker.Store) error {
 }
 
 func rebase(s broker.Store) error { return s.ApplyRebase(context.Background(), rebasePlan()) }
-
