@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
 )
 
@@ -83,7 +84,7 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 				rep.Python = it
 				if m != nil {
 					defer m.release()
-					if m.kind != "python" {
+					if m.kind != lock.KindPython {
 						it.OK, it.Error = false, "not an interpreter artifact"
 					} else {
 						spec.Interpreter = m.root
@@ -95,7 +96,7 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 				rep.Base = it
 				if m != nil {
 					defer m.release()
-					spec.Layers = []sandbox.Layer{{Root: m.root, Kind: m.kind, Name: "0-" + m.kind}}
+					spec.Layers = []sandbox.Layer{m.layer(0)}
 				}
 			}
 			rep.Degraded = spec.Degraded()

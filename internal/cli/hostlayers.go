@@ -7,15 +7,22 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 )
 
+// bindings is what hostLayers reads of the broker's store.
+type bindings interface {
+	ListSessions(ctx context.Context, owner string) ([]broker.Session, error)
+	Bindings(ctx context.Context, sessionID string) ([]broker.Binding, error)
+}
+
 // hostLayers lists and collects the layers of the broker's host: what the host cache holds
 // and what the store's sessions are bound to. It is the broker's LayerLister and GCer.
 type hostLayers struct {
-	store broker.Store
+	store bindings
 	cache *cache.Cache
 	repo  registry.Repo // the broker's repository; nil when not configured
 }
@@ -34,10 +41,10 @@ func (h *hostLayers) bound(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range ss {
 		if s.Interpreter != "" {
-			out[s.Interpreter] = "python"
+			out[s.Interpreter] = string(lock.KindPython)
 		}
 		if s.Base != "" {
-			out[s.Base] = "base"
+			out[s.Base] = string(lock.KindBase)
 		}
 		bs, err := h.store.Bindings(ctx, s.ID)
 		if err != nil {
@@ -64,7 +71,7 @@ func (h *hostLayers) Layers(ctx context.Context) ([]broker.Layer, error) {
 	for _, e := range es {
 		l := broker.Layer{Digest: e.Digest.String(), Size: e.Bytes, Created: e.LastUsed}
 		if k, err := layerKind(e.Root); err == nil {
-			l.Kind = k
+			l.Kind = string(k)
 		}
 		if len(e.Refs) > 0 {
 			l.Ref = e.Refs[0]

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/sqlite"
+	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
@@ -79,9 +80,10 @@ is used (degraded mode, said on stderr).`,
 
 // mounted is a layer root in the cache, held for the run.
 type mounted struct {
-	root, kind string
-	digest     digest.Digest
-	release    func()
+	root    string
+	kind    lock.Kind
+	digest  digest.Digest
+	release func()
 }
 
 func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
@@ -114,7 +116,7 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 			return fmt.Errorf("--python %s: %w", f.python, err)
 		}
 		held = append(held, m)
-		if m.kind != "python" {
+		if m.kind != lock.KindPython {
 			return fmt.Errorf("--python %s is a %s layer, not an interpreter", f.python, m.kind)
 		}
 		spec.Interpreter = m.root
@@ -125,10 +127,10 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 			return fmt.Errorf("--layer %s: %w", ref, err)
 		}
 		held = append(held, m)
-		if m.kind == "python" {
+		if m.kind == lock.KindPython {
 			return fmt.Errorf("--layer %s is an interpreter: give it with --python", ref)
 		}
-		spec.Layers = append(spec.Layers, sandbox.Layer{Root: m.root, Kind: m.kind, Name: fmt.Sprintf("%d-%s", i, m.kind)})
+		spec.Layers = append(spec.Layers, m.layer(i))
 	}
 	if f.workspace != "" {
 		ws, err := filepath.Abs(f.workspace)
@@ -202,11 +204,17 @@ func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mou
 	if err != nil {
 		return mounted{}, err
 	}
-	return mounted{root: u.Root, kind: u.Kind, digest: u.Digest, release: release}, nil
+	return mounted{root: u.Root, kind: lock.Kind(u.Kind), digest: u.Digest, release: release}, nil
+}
+
+// layer is m as layer i of a sandbox. sandbox names kinds with its own constants, as it
+// must not import layers (it only needs paths): this is the one place they meet.
+func (m mounted) layer(i int) sandbox.Layer {
+	return sandbox.Layer{Root: m.root, Kind: string(m.kind), Name: fmt.Sprintf("%d-%s", i, m.kind)}
 }
 
 // layerKind reads the kind of an installed layer from the manifest the cache keeps beside it.
-func layerKind(root string) (string, error) {
+func layerKind(root string) (lock.Kind, error) {
 	b, err := os.ReadFile(filepath.Join(root, ".pylayer", "manifest.json"))
 	if err != nil {
 		return "", fmt.Errorf("layer %s: %w", root, err)
@@ -216,13 +224,13 @@ func layerKind(root string) (string, error) {
 		return "", fmt.Errorf("layer %s: manifest: %w", root, err)
 	}
 	if m.ArtifactType == oci.ArtifactTypePython {
-		return "python", nil
+		return lock.KindPython, nil
 	}
 	k := m.Annotations[oci.AnnotationKind]
 	if k == "" {
 		return "", errors.New("layer " + root + " has no kind annotation")
 	}
-	return k, nil
+	return lock.Kind(k), nil
 }
 
 // sessionRefs reads what a broker session is bound to, from the broker's API (--broker,
@@ -261,7 +269,7 @@ func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
 	var ext []string
 	for _, b := range bs {
 		switch b.Kind {
-		case broker.KindIso:
+		case string(lock.KindIso):
 			iso = b.Ref // the newest isolated layer replaces the base
 		default:
 			ext = append(ext, b.Ref)

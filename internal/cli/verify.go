@@ -94,7 +94,7 @@ func printInterpreter(cmd *cobra.Command, g *globals, config []byte, res verifyR
 	if err != nil {
 		return err
 	}
-	res.Kind, res.Key = "python", interp.KeyOf(config)
+	res.Kind, res.Key = string(lock.KindPython), interp.KeyOf(config)
 	if t, err := cfg.Target(); err == nil {
 		res.Target = t.String()
 	}

@@ -32,6 +32,10 @@ const (
 	KindBase Kind = "base" // the curated base of every session
 	KindExt  Kind = "ext"  // a delta stacked on one base
 	KindIso  Kind = "iso"  // a full closure that replaces the base for one session
+
+	// KindPython is the kind of an interpreter artifact (a CPython prefix), never of a
+	// lock: ParseKind refuses it. It is here so that every package names kinds one way.
+	KindPython Kind = "python"
 )
 
 // ParseKind checks a kind given by a user.
