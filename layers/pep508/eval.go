@@ -18,17 +18,21 @@ func (m *Marker) Evaluate(env Environment, extra string) bool {
 // Eval is Evaluate with packaging's exceptions as errors:
 // ErrUndefinedEnvironmentName when env lacks a variable the marker uses,
 // ErrUndefinedComparison for operators that mean nothing for their
-// operands (e.g. ~= between non-versions). Like packaging 21.3 it
-// evaluates every comparison (no short-circuit), so errors do not depend
-// on the values.
+// operands (e.g. ~= between non-versions). Like packaging it evaluates
+// every comparison (no short-circuit), so errors do not depend on the
+// values.
 //
-// Comparisons follow packaging 21.3: if `op + right-hand side` is a valid
-// PEP 440 specifier, the left-hand side is tested with it (a left side
-// that is no PEP 440 version matches only "==="; a pre-release left side
-// matches only specifiers that admit pre-releases, so python_full_version
-// "3.13.0rc1" does not satisfy >= "3.8" in pip 23.2); otherwise Python
-// string comparison applies ("in" is substring). When one side is the
-// extra variable, both sides are normalized with NormalizeName.
+// Comparisons follow packaging 26.2: for the version variables
+// (python_version, python_full_version, implementation_version,
+// platform_release), if `op + right-hand side` is a valid PEP 440 specifier,
+// the left-hand side is tested with it, pre-releases admitted
+// (python_full_version "3.11.0a5" satisfies > "3.6.2"); a left side that is
+// no PEP 440 version then matches only "===". Otherwise "in" is substring,
+// "==" and "!=" compare strings, "<=" and ">=" are string equality and "<"
+// and ">" are false. A python_full_version ending in "+" (an untagged
+// CPython build) is read with "local" appended, so "3.11.1+" is a version.
+// When one side is the extra variable, both sides are normalized with
+// NormalizeName.
 func (m *Marker) Eval(env Environment, extra string) (bool, error) {
 	if m == nil {
 		return true, nil
@@ -74,6 +78,9 @@ func lookup(env Environment, extra, name string) (string, error) {
 		return extra, nil
 	}
 	if v, ok := env[name]; ok {
+		if name == "python_full_version" && strings.HasSuffix(v, "+") {
+			v += "local"
+		}
 		return v, nil
 	}
 	return "", fmt.Errorf("%w: %q", ErrUndefinedEnvironmentName, name)
@@ -97,55 +104,38 @@ func (c *comparison) eval(env Environment, extra string) (bool, error) {
 	if key == "extra" {
 		l, r = NormalizeName(l), NormalizeName(r)
 	}
-	return evalOp(l, c.op, r)
+	return evalOp(key, l, c.op, r)
 }
 
-func evalOp(l, op, r string) (bool, error) {
-	spec := pep440.TrimSpace(op + r)
-	if strings.HasPrefix(spec, "===") {
-		if v := pep440.TrimSpace(spec[3:]); strings.IndexFunc(v, pep440.IsSpace) < 0 {
-			return arbitraryEqual(l, v), nil
+// versionKeys are packaging 26.2's MARKERS_REQUIRING_VERSION.
+var versionKeys = map[string]bool{"implementation_version": true, "platform_release": true,
+	"python_full_version": true, "python_version": true}
+
+func evalOp(key, l, op, r string) (bool, error) {
+	if versionKeys[key] {
+		spec := pep440.TrimSpace(op + r)
+		if strings.HasPrefix(spec, "===") {
+			if v := pep440.TrimSpace(spec[3:]); v != "" && !strings.ContainsFunc(v, func(c rune) bool { return pep440.IsSpace(c) || c == ';' || c == ')' }) {
+				return pyLower(l) == pyLower(v), nil
+			}
+		} else if s, err := pep440.ParseSpecifier(spec); err == nil {
+			v, err := pep440.Parse(l)
+			return err == nil && s.Contains(v, true), nil
 		}
-	} else if s, err := pep440.ParseSpecifier(spec); err == nil {
-		v, err := pep440.Parse(l)
-		return err == nil && s.Contains(v, s.Prereleases()), nil
 	}
 	switch op {
 	case "in":
 		return strings.Contains(r, l), nil
 	case "not in":
 		return !strings.Contains(r, l), nil
-	case "==":
+	case "==", "<=", ">=":
 		return l == r, nil
 	case "!=":
 		return l != r, nil
-	case "<":
-		return l < r, nil
-	case "<=":
-		return l <= r, nil
-	case ">":
-		return l > r, nil
-	case ">=":
-		return l >= r, nil
+	case "<", ">":
+		return false, nil
 	}
 	return false, fmt.Errorf("%w: %q %s %q", ErrUndefinedComparison, l, op, r)
-}
-
-// arbitraryEqual is packaging's "===": str(parse(l)).lower() == v.lower(),
-// where a PEP 440 l is normalized first, and a pre-release l is refused
-// unless v is a pre-release.
-func arbitraryEqual(l, v string) bool {
-	specPre := false
-	if sv, err := pep440.Parse(v); err == nil {
-		specPre = sv.IsPrerelease()
-	}
-	if lv, err := pep440.Parse(l); err == nil {
-		if lv.IsPrerelease() && !specPre {
-			return false
-		}
-		l = lv.String()
-	}
-	return pyLower(l) == pyLower(v)
 }
 
 // pyLower approximates Python's str.lower: Go's simple mapping plus the one

@@ -3,6 +3,7 @@ package pep508
 import (
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -83,10 +84,32 @@ type parser struct {
 	kind  error
 }
 
+// ws skips packaging 26.2's WS token, [ \t]+: a line break is never
+// whitespace, so a marker or requirement with a trailing newline is refused.
 func (p *parser) ws() {
-	for p.pos < len(p.s) && strings.IndexByte(" \t\n\r", p.s[p.pos]) >= 0 {
+	for p.pos < len(p.s) && (p.s[p.pos] == ' ' || p.s[p.pos] == '\t') {
 		p.pos++
 	}
+}
+
+// word reports whether lit is at p.pos and ends on a word boundary, as the
+// \b of packaging 26.2's BOOLOP, IN, NOT and VARIABLE tokens requires.
+func (p *parser) word(lit string) bool {
+	if !p.peek(lit) {
+		return false
+	}
+	end := p.pos + len(lit)
+	if end == len(p.s) {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(p.s[end:])
+	return !isWordRune(r)
+}
+
+// isWordRune is Python's \w for str patterns (approximately: letters,
+// digits and the underscore).
+func isWordRune(r rune) bool {
+	return r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.Is(unicode.Mn, r) || unicode.Is(unicode.Nl, r) || unicode.Is(unicode.No, r)
 }
 
 func (p *parser) errAt(off int, format string, args ...any) error {
@@ -116,7 +139,7 @@ func (p *parser) expr() ([]item, error) {
 		p.ws()
 		var op string
 		for _, o := range []string{"and", "or"} {
-			if p.peek(o) {
+			if p.word(o) {
 				op = o
 			}
 		}
@@ -165,19 +188,40 @@ func (p *parser) comparison() (*comparison, error) {
 	}
 	p.ws()
 	var op string
-	for _, o := range markerOps {
-		if p.peek(o) {
-			op = o
-			break
+	switch {
+	case p.word("in"):
+		op = "in"
+		p.pos += len(op)
+	case p.word("not"):
+		p.pos += len("not")
+		n := p.pos
+		if p.ws(); p.pos == n || !p.word("in") {
+			return nil, p.errAt(p.pos, "expected whitespace and 'in' after 'not'")
 		}
+		op = "not in"
+		p.pos += len("in")
+	default:
+		for _, o := range markerOps {
+			if o != "in" && o != "not in" && p.peek(o) {
+				op = o
+				break
+			}
+		}
+		if op == "" {
+			return nil, p.errAt(p.pos, "expected a marker operator (== != < <= > >= ~= === in, not in)")
+		}
+		p.pos += len(op)
 	}
-	if op == "" {
-		return nil, p.errAt(p.pos, "expected a marker operator (== != < <= > >= ~= === in, not in)")
-	}
-	p.pos += len(op)
 	r, err := p.operand()
 	if err != nil {
 		return nil, err
+	}
+	// packaging 26.0 normalizes the value compared with extra when parsing, so
+	// String() prints extra == "foo-bar" for extra == "Foo_Bar".
+	if l.isVar && l.s == "extra" && !r.isVar {
+		r.s = NormalizeName(r.s)
+	} else if r.isVar && r.s == "extra" && !l.isVar {
+		l.s = NormalizeName(l.s)
 	}
 	return &comparison{l: l, op: op, r: r}, nil
 }
@@ -197,7 +241,7 @@ func (p *parser) operand() (operand, error) {
 		return operand{s: unescape(p.s[start+1 : start+1+end])}, nil
 	}
 	for _, v := range variables {
-		if p.peek(v.name) {
+		if p.word(v.name) {
 			p.pos += len(v.name)
 			if v.canon != "" {
 				return operand{isVar: true, s: v.canon}, nil

@@ -30,8 +30,15 @@ func TestParseRequirement(t *testing.T) {
 		{"A.B [Sec_urity, socks,sec.urity] (>= 1.0 , <2) ; python_version<'3.12'", "A.B", "<2,>=1.0", "",
 			`python_version < "3.12"`, `A.B[sec-urity,socks]<2,>=1.0; python_version < "3.12"`, []string{"sec-urity", "socks"}},
 		{"a@ https://e.com/a.whl ; os_name=='posix'", "a", "", "https://e.com/a.whl", `os_name == "posix"`,
-			`a@ https://e.com/a.whl ; os_name == "posix"`, nil},
-		{"a===1.0 ; os_name=='x'", "a", "===1.0", "", `os_name == "x"`, `a===1.0 ; os_name == "x"`, nil},
+			`a @ https://e.com/a.whl ; os_name == "posix"`, nil},
+		{"a===1.0 ; os_name=='x'", "a", "===1.0", "", `os_name == "x"`, `a===1.0; os_name == "x"`, nil},
+		// packaging 26.2's parser (issue 13)
+		{"pkg===x;python_version>='3.3'", "pkg", "===x", "", `python_version >= "3.3"`, `pkg===x; python_version >= "3.3"`, nil},
+		{"name()", "name", "", "", "", "name", nil},
+		{"name\t@\thttps://e.com/a.whl\t;\tos_name=='posix'", "name", "", "https://e.com/a.whl", `os_name == "posix"`,
+			`name @ https://e.com/a.whl ; os_name == "posix"`, nil},
+		{"a; extra == 'Foo_Bar'", "a", "", "", `extra == "foo-bar"`, `a; extra == "foo-bar"`, nil},
+		{"a ; os_name not \t in 'posix'", "a", "", "", `os_name not in "posix"`, `a; os_name not in "posix"`, nil},
 		{"a[]", "a", "", "", "", "a", nil},
 		{"a==1.0.*,!=1.0.3", "a", "!=1.0.3,==1.0.*", "", "", "a!=1.0.3,==1.0.*", nil},
 	}
@@ -70,6 +77,11 @@ func TestParseRequirementErrors(t *testing.T) {
 		{"a @ file:/x", 5, ErrInvalidRequirement, "file URL"},
 		{"a @ /tmp/x.whl", 5, ErrInvalidRequirement, "scheme"},
 		{"é", 1, ErrInvalidRequirement, "package name"},
+		// packaging 26.2's parser (issue 13)
+		{"a==1.0a1.*", 2, pep440.ErrInvalidSpecifier, "specifier"},
+		{"a; os_name == 'x'\n", 18, ErrInvalidMarker, "expected"},
+		{"a\n", 2, ErrInvalidRequirement, "expected"},
+		{"a; os_name == 'x'andos_name == 'y'", 18, ErrInvalidMarker, "expected"},
 	}
 	for _, tt := range tests {
 		_, err := ParseRequirement(tt.in)
@@ -100,7 +112,11 @@ func TestMarkerEvaluate(t *testing.T) {
 		{`os_name == "nt" and sys_platform == "win32" or platform_machine == "x86_64"`, "", true, nil},
 		{`"lin" in sys_platform`, "", true, nil},
 		{`sys_platform not in "win32 cygwin"`, "", true, nil},
-		{`platform_release >= "5"`, "", false, nil}, // not PEP 440: no string fallback in packaging 21.3
+		{`platform_release >= "5"`, "", false, nil},     // not PEP 440: no string fallback
+		{`platform_machine >= "x86_64"`, "", true, nil}, // packaging 26.0: >= of strings is ==
+		{`platform_machine > "a"`, "", false, nil},      // and > is false
+		{`platform_machine != "1.0"`, "", true, nil},    // a string, not a version
+		{`os_name === "posix"`, "", false, ErrUndefinedComparison},
 		{`extra == "Test_Extra"`, "test.extra", true, nil},
 		{`extra == "test-extra"`, "Test__Extra", true, nil},
 		{`extra == "test"`, "", false, nil},
@@ -119,9 +135,20 @@ func TestMarkerEvaluate(t *testing.T) {
 			t.Errorf("%q (extra %q) = %v, %v; want %v, %v", tt.marker, tt.extra, got, err, tt.want, tt.err)
 		}
 	}
-	env := Environment{"python_full_version": "3.13.0rc1"}
-	if MustMarker(t, `python_full_version >= "3.8"`).Evaluate(env, "") {
-		t.Error("pip 23.2 (packaging 21.3) does not match a pre-release interpreter against >=3.8")
+	for _, c := range []struct {
+		marker, full string
+		want         bool
+	}{
+		{`python_full_version >= "3.8"`, "3.13.0rc1", true}, // packaging 22.0: pre-release interpreters
+		{`python_full_version > "3.6.2"`, "3.11.0a5", true},
+		{`python_full_version > "3.11.0"`, "3.11.1+", true}, // packaging 24.1/24.2: "+" read as "+local"
+		{`python_full_version == "3.11.1"`, "3.11.1+", true},
+		{`python_full_version < "3.11.1"`, "3.11.1+", false},
+	} {
+		env := Environment{"python_full_version": c.full}
+		if got, err := MustMarker(t, c.marker).Eval(env, ""); got != c.want || err != nil {
+			t.Errorf("%s with python_full_version %q = %v, %v; want %v", c.marker, c.full, got, err, c.want)
+		}
 	}
 	var nilMarker *Marker
 	if !nilMarker.Evaluate(nil, "") || nilMarker.String() != "" {

@@ -31,9 +31,10 @@ var (
 
 // ParseRequirement parses a PEP 508 requirement, e.g.
 // `name[extra1,extra2] (>=1.0,<2) ; python_version < "3.12"` or
-// `name @ https://host/file.whl ; os_name == "posix"`. The grammar and its
-// corner cases follow packaging 21.3's pyparsing grammar; errors are
-// *SyntaxError values that name the column.
+// `name @ https://host/file.whl ; os_name == "posix"`. The grammar follows
+// packaging 26.2's parser: whitespace is spaces and tabs only, "===x"
+// ends at ';' or ')', "name()" means any version, a URL ends at a space or
+// a tab; errors are *SyntaxError values that name the column.
 func ParseRequirement(s string) (Requirement, error) {
 	p := &parser{s: s, kind: ErrInvalidRequirement}
 	if !utf8.ValidString(s) {
@@ -59,7 +60,7 @@ func ParseRequirement(s string) (Requirement, error) {
 		p.pos++
 		p.ws()
 		start := p.pos
-		for p.pos < len(s) && s[p.pos] != ' ' {
+		for p.pos < len(s) && s[p.pos] != ' ' && s[p.pos] != '\t' {
 			p.pos++
 		}
 		r.URL = s[start:p.pos]
@@ -156,8 +157,11 @@ func (p *parser) versionSpec() (pep440.SpecifierSet, error) {
 			start = p.pos
 		}
 		n := p.clauseLen()
+		if n == 0 && paren && len(clauses) == 0 {
+			break // "name()" is any version, as in packaging 26.2
+		}
 		if n == 0 {
-			if len(clauses) > 0 || paren {
+			if len(clauses) > 0 {
 				return pep440.SpecifierSet{}, p.errAt(p.pos, "expected a version specifier such as >=1.0")
 			}
 			p.pos = save
@@ -189,7 +193,7 @@ func (p *parser) clauseLen() int {
 	case strings.HasPrefix(rest, "~="):
 		return len(compatRE.FindString(rest))
 	case strings.HasPrefix(rest, "==="):
-		return 3 + spanFunc(rest[3:], func(r rune) bool { return !pep440.IsSpace(r) }, true)
+		return 3 + spanFunc(rest[3:], func(r rune) bool { return !pep440.IsSpace(r) && r != ';' && r != ')' }, true)
 	}
 	for _, op := range []string{"==", "!=", "<=", ">=", "<", ">"} {
 		if strings.HasPrefix(rest, op) {
@@ -233,12 +237,10 @@ func (r Requirement) String() string {
 	spec := r.Specifier.String()
 	b.WriteString(spec)
 	if r.URL != "" {
-		b.WriteString("@ " + r.URL)
+		b.WriteString(" @ " + r.URL)
 		if r.Marker != nil {
 			b.WriteString(" ")
 		}
-	} else if r.Marker != nil && strings.Contains(spec, "===") {
-		b.WriteString(" ") // "===" would swallow the ';'
 	}
 	if r.Marker != nil {
 		b.WriteString("; " + r.Marker.String())
