@@ -36,18 +36,8 @@ func realBwrap(t *testing.T) string {
 }
 
 // makeLayer writes files (relative path -> content) under a new layer root.
-// sharedDir is a fresh directory the sandbox user can reach: when the tests run
-// as root, sessions run as an unprivileged user, which bwrap binds paths as.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	d := t.TempDir()
-	for _, p := range []string{d, filepath.Dir(d)} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
+// sharedDir is testenv.SharedDir: a directory the sandbox user can enter.
+func sharedDir(t testing.TB) string { return testenv.SharedDir(t) }
 
 func makeLayer(t *testing.T, files map[string]string) string {
 	t.Helper()

@@ -46,3 +46,17 @@ func Tools() string {
 	}
 	return filepath.Join(CacheDir(), "tools")
 }
+
+// SharedDir is a fresh directory (t.TempDir, mode 0755, in a parent of mode 0755) that
+// other users can enter: when the tests run as root, sessions run as an unprivileged
+// sandbox user, and bwrap binds the cache, layers and workspaces as that user.
+func SharedDir(t testing.TB) string {
+	t.Helper()
+	d := t.TempDir()
+	for _, p := range []string{d, filepath.Dir(d)} {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}

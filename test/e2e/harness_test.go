@@ -7,15 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/internal/testenv"
 	registrytest "github.com/pylayer/pylayer/test/registry"
 )
 
@@ -153,16 +152,5 @@ func ciRegistry(ctx context.Context, t testing.TB) (r *registrytest.Registry, lk
 	return r, lk, ci, priv, pub
 }
 
-// sharedDir is a fresh directory that the unprivileged user sessions run as can
-// enter: when the tests run as root, sessions run as pylayer-sandbox, and bwrap
-// binds the cache, layers and workspaces as that user.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	d := t.TempDir()
-	for _, p := range []string{d, filepath.Dir(d)} {
-		if err := os.Chmod(p, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return d
-}
+// sharedDir is testenv.SharedDir: a directory the sandbox user can enter.
+func sharedDir(t testing.TB) string { return testenv.SharedDir(t) }
