@@ -337,7 +337,7 @@ while True:
 	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != 137 {
 		t.Errorf("TimedOut %v, Signal %q, ExitCode %d: want a timeout ended by SIGKILL", res.TimedOut, res.Signal, res.ExitCode)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 15*time.Second { // a kill that fails would wait for ever
 		t.Errorf("Run took %v", d)
 	}
 	pids, err := os.ReadFile(filepath.Join(ws, "pids"))
