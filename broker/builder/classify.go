@@ -211,7 +211,7 @@ func (w *Worker) lockFor(ctx context.Context, base *lock.Lock, specs []string, u
 	return l, err
 }
 
-// resolveErr is an error of resolve.Resolve, which may be an outcome or a failure.
+// resolveErr is an error of resolve.NewLock, which may be an outcome or a failure.
 type resolveErr struct{ error }
 
 func (r resolveErr) Unwrap() error { return r.error }
@@ -270,7 +270,7 @@ func (w *Worker) resolveLock(ctx context.Context, base *lock.Lock, specs []strin
 	spec.Requirements = reqs
 	l, err := resolve.NewLock(ctx, w.cfg.Index, w.cfg.Trees, spec)
 	if err != nil {
-		return nil, err
+		return nil, resolveErr{err}
 	}
 	if len(l.Packages) == 0 {
 		return nil, errors.New("nothing to add: the base layer already provides everything requested")
