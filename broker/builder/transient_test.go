@@ -150,4 +150,3 @@ func pkgNames(r broker.Request) []string {
 	}
 	return out
 }
-
