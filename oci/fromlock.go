@@ -18,7 +18,9 @@ import (
 // LayerArtifact builds (or reuses) the trees of l's wheels, packs each into a reproducible
 // layer blob cached beside the trees, and returns the artifact of the lock.
 func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifact, error) {
-	canon, err := l.Canonical()
+	// The config is the lock's content, without the index URLs it was fetched from, so
+	// the same wheels from any mirror give one key and one config digest.
+	canon, err := l.Content()
 	if err != nil {
 		return Artifact{}, err
 	}

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"strings"
 
 	"github.com/opencontainers/go-digest"
 	"net/http/httptest"
@@ -94,7 +95,7 @@ func buildInto(t *testing.T, l *lock.Lock, idxDir, cache, out string) string {
 // TestBuildLayerGolden: the same lock, built in two different directories with two
 // different caches, gives the same manifest digest, and that digest is pinned.
 func TestBuildLayerGolden(t *testing.T) {
-	const golden = "sha256:b185cdf9303a197bf17cc646fb542fd6a73a926eeb58cd01af71a49f6d6e25b3"
+	const golden = "sha256:385ef2fc47f37a23b91aa0c090ee91fb21e22c17f824da8f0d51eb8ab84a34a9"
 	a, b := t.TempDir(), t.TempDir()
 	la, lb := goldenLock(t, filepath.Join(a)), goldenLock(t, filepath.Join(b))
 	da := buildInto(t, la, a, filepath.Join(a, "cache"), filepath.Join(a, "oci"))
@@ -104,6 +105,14 @@ func TestBuildLayerGolden(t *testing.T) {
 	}
 	if da != golden {
 		t.Fatalf("manifest digest %s, golden %s: the artifact bytes changed (a klauspost/compress upgrade in go.mod does that; otherwise find what changed before updating the golden)", da, golden)
+	}
+	// The same wheels locked from another index address: one key, one digest.
+	lm := goldenLock(t, filepath.Join(a))
+	for i := range lm.Packages {
+		lm.Packages[i].URL = strings.Replace(lm.Packages[i].URL, "index.invalid", "mirror.invalid:8443", 1)
+	}
+	if dm := buildInto(t, lm, a, filepath.Join(a, "cache"), filepath.Join(a, "oci-mirror")); dm != da {
+		t.Fatalf("the lock from another index address gives %s, want %s", dm, da)
 	}
 	// A rebuild from the warm cache gives the same digest again.
 	if dc := buildInto(t, la, a, filepath.Join(a, "cache"), filepath.Join(a, "oci2")); dc != da {

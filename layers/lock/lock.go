@@ -52,7 +52,7 @@ type Package struct {
 	Name       string   `json:"name"` // PEP 503-normalized
 	Version    string   `json:"version"`
 	Filename   string   `json:"filename"`
-	URL        string   `json:"url"`
+	URL        string   `json:"url,omitempty"` // provenance: where it was fetched; never part of the key
 	SHA256     string   `json:"sha256"`
 	Size       int64    `json:"size"`
 	RequiredBy []string `json:"required_by"`
@@ -174,8 +174,8 @@ func (l *Lock) Validate() error {
 		if p.Size <= 0 {
 			return invalid("%s: size must be positive", where)
 		}
-		if p.URL == "" || hasUserinfo(p.URL) {
-			return invalid("%s: url must be set and carry no credentials", where)
+		if p.URL != "" && hasUserinfo(p.URL) {
+			return invalid("%s: url must carry no credentials", where)
 		}
 		if len(p.RequiredBy) == 0 {
 			return invalid("%s: required_by is empty", where)
@@ -190,7 +190,8 @@ func hasUserinfo(raw string) bool {
 }
 
 // Canonical is the lock's canonical bytes: normalized, indented JSON with a final newline.
-// The key is computed over exactly these bytes, and they are what pylayer writes.
+// They are what pylayer writes as a lock file, URLs included; the key is computed over
+// Content, the same bytes without the URLs.
 func (l *Lock) Canonical() ([]byte, error) {
 	c := *l
 	c.Packages = append([]Package(nil), l.Packages...)
@@ -208,16 +209,33 @@ func (l *Lock) Canonical() ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Key is the sha256 (hex) of the canonical bytes.
+// Content is the canonical bytes of the lock without its provenance: every package URL
+// is dropped. It is what a layer is (the same wheels by name, version, file name and
+// sha256, for the same target, kind, base and requirements), whichever index served
+// them, and the key is computed over exactly these bytes. A lock read back from Content
+// parses and has the same key.
+func (l *Lock) Content() ([]byte, error) {
+	if _, err := l.Canonical(); err != nil { // the URLs too must be valid
+		return nil, err
+	}
+	c := *l
+	c.Packages = append([]Package(nil), l.Packages...)
+	for i := range c.Packages {
+		c.Packages[i].URL = ""
+	}
+	return c.Canonical()
+}
+
+// Key is the sha256 (hex) of Content: index URLs are provenance, outside the key.
 func (l *Lock) Key() (string, error) {
-	b, err := l.Canonical()
+	b, err := l.Content()
 	if err != nil {
 		return "", err
 	}
 	return KeyOf(b), nil
 }
 
-// KeyOf is the key of canonical lock bytes.
+// KeyOf is the key of content bytes (what Content returns): their sha256 in hex.
 func KeyOf(canonical []byte) string {
 	sum := sha256.Sum256(canonical)
 	return hex.EncodeToString(sum[:])
@@ -261,17 +279,21 @@ func ReadFile(path string) (*Lock, error) {
 	return l, nil
 }
 
-// WriteFile writes the canonical lock to path atomically (temp file, fsync, rename) and
-// returns its key. On error nothing is left at path or beside it.
+// WriteFile writes the canonical lock (URLs included) to path atomically (temp file,
+// fsync, rename) and returns its key. On error nothing is left at path or beside it.
 func WriteFile(path string, l *Lock) (string, error) {
 	b, err := l.Canonical()
+	if err != nil {
+		return "", err
+	}
+	key, err := l.Key()
 	if err != nil {
 		return "", err
 	}
 	if err := WriteAtomic(path, b, 0o644); err != nil {
 		return "", fmt.Errorf("writing lock: %w", err)
 	}
-	return KeyOf(b), nil
+	return key, nil
 }
 
 // WriteAtomic writes data to path through a temp file in the same directory.

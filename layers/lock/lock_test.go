@@ -159,3 +159,61 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyIsContent: index URLs are provenance. The same wheels served from two index
+// addresses have one key and one Content; anything that is the layer changes the key.
+func TestKeyIsContent(t *testing.T) {
+	a, b := sample(t), sample(t)
+	for i := range b.Packages {
+		b.Packages[i].URL = strings.Replace(b.Packages[i].URL, "127.0.0.1:1", "mirror.invalid:8443", 1)
+	}
+	ka, err := a.Key()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := b.Key()
+	if ka != kb {
+		t.Fatalf("two index addresses give two keys: %s %s", ka, kb)
+	}
+	ca, _ := a.Content()
+	cb, _ := b.Content()
+	if string(ca) != string(cb) || strings.Contains(string(ca), "url") {
+		t.Fatalf("content differs or keeps a URL:\n%s\n%s", ca, cb)
+	}
+	if KeyOf(ca) != ka {
+		t.Fatal("Key is not KeyOf(Content)")
+	}
+	// The lock file keeps the URLs, and a lock read back from its content has the same key.
+	if canon, _ := a.Canonical(); !strings.Contains(string(canon), a.Packages[0].URL) {
+		t.Fatal("the canonical lock file lost its URLs")
+	}
+	back, err := Parse(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kc, _ := back.Key(); kc != ka {
+		t.Fatalf("content re-parsed has key %s, want %s", kc, ka)
+	}
+	for name, change := range map[string]func(l *Lock){
+		"sha256":       func(l *Lock) { l.Packages[0].SHA256 = strings.Repeat("c", 64) },
+		"version":      func(l *Lock) { l.Packages[1].Version, l.Packages[1].Filename = "1.0.2", "et_xmlfile-1.0.2-py3-none-any.whl" },
+		"requirements": func(l *Lock) { l.Requirements = append(l.Requirements, "lxml") },
+		"kind":         func(l *Lock) { l.Kind = KindIso },
+		"target":       func(l *Lock) { l.Target, _ = target.FromFlags("3.12", "manylinux_2_28_x86_64") },
+		"base": func(l *Lock) {
+			l.Kind, l.Base = KindExt, strings.Repeat("d", 64)
+		},
+	} {
+		c := sample(t)
+		change(c)
+		if k, err := c.Key(); err != nil || k == ka {
+			t.Errorf("changing the %s leaves the key %s (%v)", name, k, err)
+		}
+	}
+	// A URL with credentials is still refused.
+	bad := sample(t)
+	bad.Packages[0].URL = "https://u:p@host/x.whl"
+	if _, err := bad.Key(); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("credentials in a URL: %v", err)
+	}
+}
