@@ -53,7 +53,7 @@ func lockedArtifact(t testing.TB, names ...string) (oci.Artifact, *lock.Lock) {
 		l.Packages = append(l.Packages, lock.Package{Name: n, Version: "1.0", Filename: lb.Title, URL: "https://index.invalid/" + lb.Title,
 			SHA256: lb.WheelSHA256, Size: 1, RequiredBy: []string{lock.Requested}})
 	}
-	canon, err := l.Canonical()
+	canon, err := l.Content() // what oci.LayerArtifact puts in the config
 	must(t, err)
 	return oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: canon, Layers: blobs,
 		Annotations: map[string]string{oci.AnnotationKind: string(l.Kind), oci.AnnotationKey: lock.KeyOf(canon)}}, l

@@ -195,8 +195,10 @@ func TestKeyIsContent(t *testing.T) {
 		t.Fatalf("content re-parsed has key %s, want %s", kc, ka)
 	}
 	for name, change := range map[string]func(l *Lock){
-		"sha256":       func(l *Lock) { l.Packages[0].SHA256 = strings.Repeat("c", 64) },
-		"version":      func(l *Lock) { l.Packages[1].Version, l.Packages[1].Filename = "1.0.2", "et_xmlfile-1.0.2-py3-none-any.whl" },
+		"sha256": func(l *Lock) { l.Packages[0].SHA256 = strings.Repeat("c", 64) },
+		"version": func(l *Lock) {
+			l.Packages[1].Version, l.Packages[1].Filename = "1.0.2", "et_xmlfile-1.0.2-py3-none-any.whl"
+		},
 		"requirements": func(l *Lock) { l.Requirements = append(l.Requirements, "lxml") },
 		"kind":         func(l *Lock) { l.Kind = KindIso },
 		"target":       func(l *Lock) { l.Target, _ = target.FromFlags("3.12", "manylinux_2_28_x86_64") },
