@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylayer/pylayer/broker"
-	"github.com/pylayer/pylayer/broker/sqlite"
+	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/registry"
@@ -290,7 +290,7 @@ func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
 }
 
 func sessionFromDB(cmd *cobra.Command, db, id string) (broker.Session, []broker.Binding, error) {
-	store, err := sqlite.Open(cmd.Context(), db)
+	store, err := stores.Open(cmd.Context(), db)
 	if err != nil {
 		return broker.Session{}, nil, err
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/builder"
-	"github.com/pylayer/pylayer/broker/sqlite"
+	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/catalog"
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/build"
@@ -46,7 +46,7 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	f.regFlags.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8787", "address to listen on")
-	fl.StringVar(&f.db, "db", "", "SQLite database file (created if missing; required)")
+	fl.StringVar(&f.db, "db", "", "the broker's database: an SQLite file (created if missing) or a postgres://user@host/db URL (required)")
 	fl.StringVar(&f.catalog, "catalog", "", "catalog file (YAML or JSON): allowlist, denylist, caps (default: every request waits for an approver)")
 	fl.StringVar(&f.repo, "repo", os.Getenv("PYLAYER_REPO"), "repository layers are published to (HOST/path or oci:DIR)")
 	fl.StringVar(&f.key, "key", "", "cosign private key that signs built layers (password from COSIGN_PASSWORD)")
@@ -79,14 +79,17 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	ctx := cmd.Context()
 	log := logctx.From(ctx)
 	if f.db == "" {
-		return errors.New("--db is required: the SQLite file that holds sessions, requests, bindings and the audit log")
+		return errors.New("--db is required: the SQLite file or postgres:// URL that holds sessions, requests, bindings and the audit log")
 	}
-	store, err := sqlite.Open(ctx, f.db)
+	store, err := stores.Open(ctx, f.db)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if f.data == "" {
+		if !stores.LocalPath(f.db) {
+			return errors.New("--data is required with a PostgreSQL --db: the directory for uploaded wheels")
+		}
 		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
 	}
 	opts := broker.Options{Store: store, Logger: log, DataDir: f.data, HTTP: f.http, MaxUpload: f.maxUpload, Quota: f.quota}
@@ -163,7 +166,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		}()
 	}
 	url := "http://" + ln.Addr().String()
-	log.Info("broker listening", "url", url, "db", f.db)
+	log.Info("broker listening", "url", url, "db", stores.Redact(f.db))
 	if err := g.print(cmd.OutOrStdout(), map[string]string{"url": url}, url); err != nil {
 		ln.Close()
 		return err

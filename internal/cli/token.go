@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylayer/pylayer/broker"
-	"github.com/pylayer/pylayer/broker/sqlite"
+	"github.com/pylayer/pylayer/broker/stores"
 )
 
 func newTokenCmd(g *globals) *cobra.Command {
@@ -30,7 +30,7 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 			if role != broker.RoleAdmin && role != broker.RoleOwner {
 				return fmt.Errorf("--role %q: want admin or owner (agent tokens come with their session)", role)
 			}
-			store, err := sqlite.Open(cmd.Context(), db)
+			store, err := stores.Open(cmd.Context(), db)
 			if err != nil {
 				return err
 			}
@@ -42,7 +42,7 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 			return g.print(cmd.OutOrStdout(), map[string]string{"token": secret, "role": role, "subject": subject}, secret)
 		},
 	}
-	cmd.Flags().StringVar(&db, "db", "", "the broker's SQLite database")
+	cmd.Flags().StringVar(&db, "db", "", "the broker's database: an SQLite file or a postgres:// URL")
 	cmd.Flags().StringVar(&role, "role", broker.RoleOwner, "admin (every session) or owner (their own sessions)")
 	cmd.Flags().StringVar(&subject, "subject", "", "the user the token acts as")
 	return cmd
