@@ -1,7 +1,8 @@
 // Package broker is the request broker: the HTTP shim through which agents ask for
 // packages, approvers approve or deny, and every decision lands in an append-only audit log.
-// It defines the Store interface (implemented by broker/sqlite, checked by broker/storetest)
-// and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
+// It defines the Store interface (implemented by broker/sqlite and broker/postgres, opened
+// by --db value with broker/stores, checked by broker/storetest; every change commits with
+// its audit event) and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
 // Prometheus metrics and a hand-written OpenAPI document; and the approver web page
 // (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
 // CSRF-checked changes through the same JSON API, polling of a change counter.
