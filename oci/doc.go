@@ -5,7 +5,9 @@
 // "Artifact format"), builds reproducible gzip'd tar layers from a directory
 // tree (TarTree), assembles deterministic image manifests (Artifact.Manifest),
 // and stores and reads blobs, manifests and tags in a layout directory
-// (Layout), verifying the digest and size of every blob it reads or writes.
+// (Layout), verifying the digest and size of every blob it reads or writes
+// (VerifyReader, the one streaming verifier that the registry client and the
+// host cache use too).
 //
 // Digests are sha256 only. Every digest that comes from outside (an index.json,
 // a manifest, a caller) is parsed and validated before it names a file, so a
@@ -14,6 +16,7 @@
 // This package must never import the registry client (registry/, remote
 // registries, go-containerregistry's remote package), the broker, the sandbox,
 // the catalog or the CLI: those build on it. It may use layers/ (the lock, and
-// the per-wheel trees of layers/build, which fromlock.go packs into an artifact),
-// never the other way round. It never prints and never logs.
+// the per-wheel trees of layers/build, which fromlock.go packs into an artifact)
+// and internal/fsx, never the other way round; its subpackage oci/untar builds on
+// it, never the other way round. It never prints and never logs.
 package oci

@@ -7,5 +7,5 @@
 // cache how each digest was admitted, and CheckUse re-decides, offline, from that record
 // and the current policy whether a cached digest may be used from a repository.
 //
-// It may import layers/ and oci/; it must never import sandbox, broker or catalog.
+// It may import layers/, oci/ and internal/; it must never import sandbox, broker or catalog.
 package registry

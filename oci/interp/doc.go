@@ -9,11 +9,12 @@
 // probed by running the interpreter once at build time (layers/target.Probe),
 // and the fixed in-sandbox mount path. Its key is the sha256 of those bytes.
 //
-// Tarballs are unpacked with the same care as the host cache unpacks layers:
-// no absolute paths or "..", no links leaving the tree, no devices, no setuid
-// bits, bounded sizes.
+// Tarballs are unpacked by oci/untar, the extractor the host cache unpacks layers
+// with, under the same rules (no absolute paths or "..", no links leaving the
+// tree, no devices, no setuid bits, no duplicates, bounded PAX records and
+// sizes), with what a prefix needs besides: symlinks and hardlinks inside it.
 //
-// This package may use oci and layers/target. It must never import the
+// This package may use oci, oci/untar, internal/fsx and layers/target. It must never import the
 // registry client or cache, the broker, the sandbox, the catalog or the CLI.
 // It never prints and never logs.
 package interp

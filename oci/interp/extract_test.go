@@ -63,7 +63,7 @@ func TestExtractRefuses(t *testing.T) {
 		{"file over dir", with(tarEnt{name: "python/bin", typ: tar.TypeReg}), Limits{}, "duplicate"},
 		{"top is a file", []tarEnt{{name: "python", typ: tar.TypeReg}}, Limits{}, "must be a directory"},
 		{"no bin", []tarEnt{{name: "python/lib/x", typ: tar.TypeReg}}, Limits{}, "install_only"},
-		{"empty", nil, Limits{}, "install_only"},
+		{"empty", nil, Limits{}, "no entries"},
 		{"too many", okTree, Limits{MaxEntries: 3, MaxFileBytes: 100, MaxTotalBytes: 100}, "entries"},
 		{"file too big", okTree, Limits{MaxEntries: 10, MaxFileBytes: 2, MaxTotalBytes: 100}, "per file"},
 		{"total too big", okTree, Limits{MaxEntries: 10, MaxFileBytes: 100, MaxTotalBytes: 4}, "exceed"},

@@ -21,10 +21,10 @@
 // installing the same layer download and unpack each blob once. A layer that a
 // running sandbox holds (Hold) is never removed by GC.
 //
-// Archives are unpacked defensively (regular files and directories only, no
-// links, devices, setuid bits, absolute or ".." paths, duplicate entries; entry
-// count and sizes capped on the bytes actually read), and only after the blob
-// matched its digest. Install trusts its caller to have verified the manifest's
+// Archives are unpacked defensively by oci/untar (regular files and directories
+// only, no links, devices, setuid bits, absolute or ".." paths, duplicate
+// entries, unknown PAX records; entry count and sizes capped on the bytes
+// actually read), and only after the blob matched its digest (oci.VerifyReader). Install trusts its caller to have verified the manifest's
 // signature; it re-checks that the manifest bytes match the digest.
 //
 // The cache remembers who admitted each digest (Admit, Admissions): every
@@ -36,6 +36,7 @@
 //
 // The cache is for Linux and other unix systems (flock, hardlinks). It must
 // never import package registry or any transport (it is handed a Fetch
-// function), nor the sandbox, broker, catalog or CLI; it may import oci/ and
-// layers/. It never prints and never logs: progress goes to a callback.
+// function), nor the sandbox, broker, catalog or CLI; it may import oci/,
+// layers/ and internal/. It never prints and never logs: progress goes to a
+// callback.
 package cache

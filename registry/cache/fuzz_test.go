@@ -42,7 +42,7 @@ func FuzzUnpack(f *testing.F) {
 		defer forceRemoveAll(outer)
 		dst := filepath.Join(outer, "root")
 		lim := Limits{MaxEntries: 1000, MaxFileBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxBlobBytes: 4 << 20}
-		recs, err := unpack(context.Background(), bytes.NewReader(data), compressed, dst, lim)
+		recs, err := unpack(context.Background(), bytes.NewReader(data), compressed, dst, lim, false)
 		left := names(t, outer)
 		if err != nil {
 			if len(left) != 0 {

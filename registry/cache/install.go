@@ -269,7 +269,7 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fet
 	}
 	defer f.Close()
 	tree := filepath.Join(work, "tree")
-	recs, err := unpackWith(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
+	recs, err := unpack(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
 	if err != nil {
 		return err
 	}

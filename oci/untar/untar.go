@@ -1,0 +1,412 @@
+package untar
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+
+	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/oci"
+)
+
+var (
+	// ErrUnsafe: the archive holds something Extract refuses to unpack (a link
+	// where none is allowed, a device, a setuid bit, a path escaping the tree, a
+	// duplicate entry, a PAX record it does not know ...) or is not a readable
+	// tar. The error names the entry.
+	ErrUnsafe = errors.New("unsafe archive")
+	// ErrTooLarge: the archive exceeds the entry-count or size limits. Such
+	// errors also match ErrUnsafe.
+	ErrTooLarge = errors.New("archive too large")
+)
+
+// Limits bound what one archive may unpack to. They are enforced on the bytes
+// actually read, not on what headers claim.
+type Limits struct {
+	MaxEntries    int   // tar entries (files, directories and links)
+	MaxFileBytes  int64 // uncompressed bytes of one file
+	MaxTotalBytes int64 // uncompressed bytes of all files
+}
+
+// DefaultLimits: 100k entries, 1 GiB per file, 4 GiB in all.
+func DefaultLimits() Limits {
+	return Limits{MaxEntries: 100_000, MaxFileBytes: 1 << 30, MaxTotalBytes: 4 << 30}
+}
+
+// Options say what differs legitimately between archives; the zero value (with
+// Limits set) is the strictest: a plain tar of regular files and directories.
+type Options struct {
+	Limits Limits
+	// Gzip: the stream is a gzip'd tar.
+	Gzip bool
+	// Symlinks accepts symbolic links whose target passes oci.CheckSymlink
+	// (relative, clean, resolving inside the tree). Interpreter artifacts only.
+	Symlinks bool
+	// Hardlinks accepts hard links to a regular file unpacked before them.
+	// Interpreter tarballs only.
+	Hardlinks bool
+	// GlobalHeaders accepts PAX global headers (their records are checked like
+	// any others, then ignored), as some tarball builders write them.
+	GlobalHeaders bool
+	// Under, when set, is the one top-level directory every entry must lie in;
+	// it is stripped from the names ("python" for python-build-standalone).
+	Under string
+	// Reserved are top-level names no entry may use (the cache's ".pylayer").
+	Reserved []string
+	// ReadOnly gives files mode 0444 or 0555 instead of 0644 or 0755.
+	// Directories are always made 0755, so that the caller can still move the
+	// tree; making them read-only is its job once it is done.
+	ReadOnly bool
+}
+
+// Kind is what an Entry is.
+type Kind uint8
+
+const (
+	Dir Kind = iota + 1
+	File
+	Symlink
+)
+
+// Entry is one path Extract made, relative to the root, slash-separated. A hard
+// link is recorded as the File it links to (same mode, size and sha256).
+type Entry struct {
+	Path   string
+	Kind   Kind
+	Mode   fs.FileMode // of a File: 0644/0755, or 0444/0555 with ReadOnly
+	Size   int64       // of a File
+	SHA256 string      // of a File, hex
+	Link   string      // of a Symlink, its target
+}
+
+// Extract reads a tar (gzip'd with o.Gzip) from r and unpacks it under dst,
+// which it creates and must not exist, refusing everything the package doc
+// lists (ErrUnsafe, ErrTooLarge). It returns what it made, sorted by path, with
+// the sha256 of every file. Files are not fsynced: callers flush the whole tree
+// once (fsx.SyncFS). On error dst is removed.
+func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries []Entry, err error) {
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the directory to unpack into: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dst)
+		}
+	}()
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		return nil, fmt.Errorf("opening the directory to unpack into: %w", err)
+	}
+	defer root.Close()
+	src := fsx.Reader(ctx, r)
+	if o.Gzip {
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("%w: not a gzip stream: %v", ErrUnsafe, err)
+		}
+		defer zr.Close()
+		src = zr
+	}
+	x := &extractor{root: root, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{}}
+	tr := tar.NewReader(src)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr
+			}
+			return nil, fmt.Errorf("%w: reading the tar after %d entries: %v", ErrUnsafe, x.count, err)
+		}
+		if err := x.entry(hdr, tr); err != nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, cerr // the read failed because ctx is done
+			}
+			return nil, err
+		}
+	}
+	if x.count == 0 {
+		return nil, fmt.Errorf("%w: the archive has no entries", ErrUnsafe)
+	}
+	sort.Slice(x.out, func(i, j int) bool { return x.out[i].Path < x.out[j].Path })
+	return x.out, nil
+}
+
+type extractor struct {
+	root  *os.Root
+	o     Options
+	made  map[string]Kind // every path made, named by an entry or implied
+	named map[string]bool // paths named by an entry
+	files map[string]int  // index in out of every regular file, for hard links
+	count int
+	total int64
+	out   []Entry
+}
+
+func unsafeEntry(name, format string, args ...any) error {
+	return fmt.Errorf("%w: entry %q: %s", ErrUnsafe, name, fmt.Sprintf(format, args...))
+}
+
+func tooLarge(name, format string, args ...any) error {
+	return tooLargeError(fmt.Sprintf("%s: entry %q: %s", ErrTooLarge, name, fmt.Sprintf(format, args...)))
+}
+
+// tooLargeError is both ErrTooLarge and ErrUnsafe, and says it once.
+type tooLargeError string
+
+func (e tooLargeError) Error() string { return string(e) }
+
+func (e tooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrUnsafe }
+
+func (x *extractor) allowed() string {
+	switch {
+	case x.o.Symlinks && x.o.Hardlinks:
+		return "this archive may hold only regular files, directories, and links inside its tree"
+	case x.o.Symlinks:
+		return "this archive may hold only regular files, directories and symlinks inside its tree"
+	}
+	return "this archive may hold only regular files and directories"
+}
+
+func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
+	raw := hdr.Name
+	if hdr.Typeflag == tar.TypeXGlobalHeader {
+		if !x.o.GlobalHeaders {
+			return unsafeEntry(raw, "PAX global header: %s", x.allowed())
+		}
+		if err := checkPAX(hdr.PAXRecords); err != nil {
+			return unsafeEntry(raw, "PAX global header: %v", err)
+		}
+		return nil // it names no file
+	}
+	x.count++
+	if x.count > x.o.Limits.MaxEntries {
+		return tooLarge(raw, "more than %d entries", x.o.Limits.MaxEntries)
+	}
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeDir:
+	case tar.TypeSymlink:
+		if !x.o.Symlinks {
+			return unsafeEntry(raw, "symlink to %q: %s", hdr.Linkname, x.allowed())
+		}
+	case tar.TypeLink:
+		if !x.o.Hardlinks {
+			return unsafeEntry(raw, "hardlink to %q: %s", hdr.Linkname, x.allowed())
+		}
+	case tar.TypeChar, tar.TypeBlock:
+		return unsafeEntry(raw, "device node (tar entry type %q): %s", hdr.Typeflag, x.allowed())
+	case tar.TypeFifo:
+		return unsafeEntry(raw, "named pipe (tar entry type %q): %s", hdr.Typeflag, x.allowed())
+	default:
+		return unsafeEntry(raw, "tar entry type %q: %s", hdr.Typeflag, x.allowed())
+	}
+	if err := checkPAX(hdr.PAXRecords); err != nil {
+		return unsafeEntry(raw, "%v", err)
+	}
+	name, err := x.strip(raw, hdr.Typeflag == tar.TypeDir)
+	if err != nil {
+		return unsafeEntry(raw, "%v", err)
+	}
+	if hdr.Mode&0o7000 != 0 {
+		return unsafeEntry(raw, "mode %#o has setuid, setgid or sticky bits", hdr.Mode)
+	}
+	if x.named[name] {
+		return unsafeEntry(raw, "duplicate entry")
+	}
+	x.named[name] = true
+	if name == "" { // Under itself
+		if hdr.Typeflag != tar.TypeDir {
+			return unsafeEntry(raw, "%s must be a directory", x.o.Under)
+		}
+		return nil
+	}
+	if err := x.parents(raw, name); err != nil {
+		return err
+	}
+	if k, seen := x.made[name]; seen {
+		if hdr.Typeflag == tar.TypeDir && k == Dir {
+			return nil // implied by an earlier entry
+		}
+		return unsafeEntry(raw, "replaces a %s of the same name", kindName(k))
+	}
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return x.mkdir(raw, name)
+	case tar.TypeSymlink:
+		return x.symlink(raw, name, hdr.Linkname)
+	case tar.TypeLink:
+		return x.hardlink(raw, name, hdr.Linkname)
+	}
+	return x.file(hdr, tr, name)
+}
+
+func kindName(k Kind) string {
+	switch k {
+	case Dir:
+		return "directory"
+	case Symlink:
+		return "symlink"
+	}
+	return "file"
+}
+
+// strip validates a tar name and returns it relative to o.Under ("" for Under
+// itself).
+func (x *extractor) strip(raw string, dir bool) (string, error) {
+	name := raw
+	if dir {
+		name = strings.TrimSuffix(name, "/")
+	}
+	if err := CheckName(name); err != nil {
+		return "", err
+	}
+	if x.o.Under != "" {
+		if name == x.o.Under {
+			return "", nil
+		}
+		rel, ok := strings.CutPrefix(name, x.o.Under+"/")
+		if !ok {
+			return "", fmt.Errorf("outside %s/, the one directory this archive may hold", x.o.Under)
+		}
+		name = rel
+	}
+	first, _, _ := strings.Cut(name, "/")
+	for _, r := range x.o.Reserved {
+		if first == r {
+			return "", fmt.Errorf("%s/ is reserved", r)
+		}
+	}
+	return name, nil
+}
+
+// parents creates the directories above name that no entry made yet, and
+// refuses a parent that is a file or a symlink: nothing is written through one.
+func (x *extractor) parents(raw, name string) error {
+	for i := 0; i < len(name); i++ {
+		if name[i] != '/' {
+			continue
+		}
+		p := name[:i]
+		k, seen := x.made[p]
+		switch {
+		case !seen:
+			if err := x.mkdir(raw, p); err != nil {
+				return err
+			}
+		case k != Dir:
+			return unsafeEntry(raw, "parent %q is not a directory", p)
+		}
+	}
+	return nil
+}
+
+func (x *extractor) mkdir(raw, name string) error {
+	if err := x.root.Mkdir(name, 0o755); err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	x.made[name] = Dir
+	x.out = append(x.out, Entry{Path: name, Kind: Dir, Mode: fs.ModeDir | 0o755})
+	return nil
+}
+
+func (x *extractor) symlink(raw, name, target string) error {
+	if err := oci.CheckSymlink(name, target); err != nil {
+		return unsafeEntry(raw, "%v", err)
+	}
+	if err := x.root.Symlink(target, name); err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	x.made[name] = Symlink
+	x.out = append(x.out, Entry{Path: name, Kind: Symlink, Mode: fs.ModeSymlink | 0o777, Link: target})
+	return nil
+}
+
+func (x *extractor) hardlink(raw, name, target string) error {
+	old, err := x.strip(target, false)
+	if err != nil || old == "" {
+		if err == nil {
+			err = fmt.Errorf("it is %s/ itself", x.o.Under)
+		}
+		return unsafeEntry(raw, "hardlink to %q: %v", target, err)
+	}
+	i, ok := x.files[old]
+	if !ok {
+		return unsafeEntry(raw, "hardlink to %q, which is not a regular file unpacked before it", target)
+	}
+	if err := x.root.Link(old, name); err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	e := x.out[i]
+	e.Path = name
+	x.made[name] = File
+	x.files[name] = len(x.out)
+	x.out = append(x.out, e)
+	return nil
+}
+
+func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
+	raw := hdr.Name
+	lim := x.o.Limits
+	limit := min(lim.MaxFileBytes, lim.MaxTotalBytes-x.total)
+	if hdr.Size > lim.MaxFileBytes {
+		return tooLarge(raw, "%d bytes, the limit per file is %d", hdr.Size, lim.MaxFileBytes)
+	}
+	if hdr.Size > limit {
+		return tooLarge(raw, "unpacking it would exceed the limit of %d bytes per archive", lim.MaxTotalBytes)
+	}
+	mode := fs.FileMode(0o644)
+	if hdr.Mode&0o111 != 0 {
+		mode = 0o755
+	}
+	if x.o.ReadOnly {
+		mode &^= 0o200
+	}
+	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	h := sha256.New()
+	n, err := io.CopyN(io.MultiWriter(f, h), tr, limit+1)
+	if err != nil && err != io.EOF {
+		f.Close()
+		return fmt.Errorf("%w: entry %q: reading its content: %v", ErrUnsafe, raw, err)
+	}
+	if n > limit { // only if the reader yields more than the header said
+		f.Close()
+		return tooLarge(raw, "more than %d bytes", limit)
+	}
+	if n != hdr.Size {
+		f.Close()
+		return unsafeEntry(raw, "header says %d bytes, the archive holds %d", hdr.Size, n)
+	}
+	x.total += n
+	err = f.Chmod(mode) // not OpenFile's mode: the umask may have narrowed it
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("unpacking %q: %w", raw, err)
+	}
+	x.made[name] = File
+	x.files[name] = len(x.out)
+	x.out = append(x.out, Entry{Path: name, Kind: File, Mode: mode, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
+	return nil
+}
