@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -182,114 +184,181 @@ func (c *Cache) List(ctx context.Context) ([]Entry, error) {
 // total at most maxBytes (maxBytes < 0: every such layer); then every tree no
 // remaining layer uses. A held layer is never removed. It waits for running
 // installs to finish and keeps new ones waiting until it is done.
+//
+// Like containerd's garbage collector it works in two steps: it reads the
+// cache's state (roots: refs, keep, held layers; references: layer -> trees;
+// sizes and last uses) and computes what to delete with planGC, a pure
+// function; then sweep deletes the plan's entries, each under its own lock.
 func (c *Cache) GC(ctx context.Context, maxBytes int64, keep []digest.Digest) (GCReport, error) {
-	var rep GCReport
 	protected := map[string]bool{}
 	for _, d := range keep {
 		if err := checkDigest(d); err != nil {
-			return rep, fmt.Errorf("gc: keep: %w", err)
+			return GCReport{}, fmt.Errorf("gc: keep: %w", err)
 		}
 		protected[d.Encoded()] = true
 	}
 	gl, err := acquire(ctx, c.lockPath("gc", ""), lockMode{exclusive: true, wait: true, create: true})
 	if err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+		return GCReport{}, fmt.Errorf("gc: %w", err)
 	}
 	defer gl.release()
 	c.cleanTmp(ctx, 0) // nothing is installing: every work directory is stale
-	refs, err := c.Refs(ctx)
+	layers, sizes, err := c.gcState(ctx, protected)
+	if err != nil {
+		return GCReport{}, fmt.Errorf("gc: %w", err)
+	}
+	rep, err := c.sweep(ctx, planGC(layers, sizes, maxBytes), layers, sizes)
 	if err != nil {
 		return rep, fmt.Errorf("gc: %w", err)
 	}
-	for _, d := range refs {
-		protected[d.Encoded()] = true
+	c.removeOrphanLists()
+	c.removeOrphanAdmissions(ctx)
+	return rep, nil
+}
+
+// gcLayer is what planGC knows of an installed layer.
+type gcLayer struct {
+	hex   string
+	trees []string  // the blobs it uses (none when its manifest is unreadable)
+	used  time.Time // its last Install or Hold
+	root  bool      // a ref points at it, the caller keeps it, or a sandbox holds it
+}
+
+// gcPlan is what to delete: layers in that order, then trees.
+type gcPlan struct {
+	layers []string // least recently used first
+	trees  []string // sorted; used by no layer that stays
+}
+
+// gcState reads the roots and references planGC needs: every installed layer
+// (a root when protected, ref'd or held) and the file bytes of every tree.
+func (c *Cache) gcState(ctx context.Context, protected map[string]bool) ([]gcLayer, map[string]int64, error) {
+	refs, err := c.Refs(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	infos, err := c.layers(ctx)
 	if err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+		return nil, nil, err
 	}
 	trees, err := hexNames(filepath.Dir(c.treeDir("x")), "")
 	if err != nil {
-		return rep, fmt.Errorf("gc: %w", err)
+		return nil, nil, err
 	}
 	sizer := &treeSizer{c: c, sizes: map[string]int64{}}
-	users := map[string]int{}
-	var total int64
+	sizes := make(map[string]int64, len(trees))
 	for _, t := range trees {
-		users[t] = 0
-		total += sizer.size(t)
+		sizes[t] = sizer.size(t)
 	}
-	treesOf := func(li layerInfo) []string {
-		var ts []string
+	roots := maps.Clone(protected)
+	for _, d := range refs {
+		roots[d.Encoded()] = true
+	}
+	layers := make([]gcLayer, 0, len(infos))
+	for _, li := range infos {
+		l := gcLayer{hex: li.hex, used: li.used, root: roots[li.hex] || c.held(ctx, li.hex)}
 		if li.manifest != nil {
-			for _, l := range li.manifest.Layers {
-				ts = append(ts, l.Digest.Encoded())
+			for _, b := range li.manifest.Layers {
+				l.trees = append(l.trees, b.Digest.Encoded())
 			}
 		}
-		return ts
+		layers = append(layers, l)
 	}
-	for _, li := range infos {
-		for _, t := range treesOf(li) {
-			if _, ok := users[t]; ok {
+	return layers, sizes, nil
+}
+
+// planGC decides, with no I/O, what GC deletes: layers that are not roots, least
+// recently used first (ties by digest), until the bytes of the trees that the
+// remaining layers use are at most maxBytes (maxBytes < 0: every such layer); and
+// every tree in sizes (the trees on disk, with their bytes) that no remaining
+// layer uses, whatever the budget.
+func planGC(layers []gcLayer, sizes map[string]int64, maxBytes int64) gcPlan {
+	users := map[string]int{}
+	for _, l := range layers {
+		for _, t := range l.trees {
+			if _, onDisk := sizes[t]; onDisk {
 				users[t]++
 			}
 		}
 	}
-	for t, n := range users {
-		if n == 0 {
-			total -= sizer.size(t) // unused already: removed below whatever the budget
-		}
+	var total int64
+	for t := range users {
+		total += sizes[t]
 	}
-	sort.SliceStable(infos, func(i, j int) bool {
-		if !infos[i].used.Equal(infos[j].used) {
-			return infos[i].used.Before(infos[j].used)
+	order := slices.Clone(layers)
+	slices.SortStableFunc(order, func(a, b gcLayer) int {
+		if c := a.used.Compare(b.used); c != 0 {
+			return c
 		}
-		return infos[i].hex < infos[j].hex
+		return strings.Compare(a.hex, b.hex)
 	})
-	removed := map[string]bool{}
-	for _, li := range infos {
-		if err := ctx.Err(); err != nil {
-			return rep, err
-		}
-		if protected[li.hex] || maxBytes >= 0 && total <= maxBytes {
+	var plan gcPlan
+	for _, l := range order {
+		if l.root || maxBytes >= 0 && total <= maxBytes {
 			continue
 		}
-		ok, err := c.removeLayer(ctx, li.hex)
-		if err != nil {
-			return rep, fmt.Errorf("gc: %w", err)
-		}
-		if !ok {
-			continue // held
-		}
-		removed[li.hex] = true
-		rep.RemovedLayers = append(rep.RemovedLayers, digest.NewDigestFromEncoded(digest.SHA256, li.hex))
-		for _, t := range treesOf(li) {
-			if _, ok := users[t]; ok {
-				if users[t]--; users[t] == 0 {
-					total -= sizer.size(t)
-				}
+		plan.layers = append(plan.layers, l.hex)
+		for _, t := range l.trees {
+			if _, onDisk := sizes[t]; !onDisk {
+				continue
+			}
+			if users[t]--; users[t] == 0 {
+				total -= sizes[t]
 			}
 		}
 	}
-	for _, li := range infos {
-		if !removed[li.hex] {
-			rep.Kept = append(rep.Kept, digest.NewDigestFromEncoded(digest.SHA256, li.hex))
+	for t := range sizes {
+		if users[t] == 0 {
+			plan.trees = append(plan.trees, t)
 		}
 	}
-	sort.Slice(rep.Kept, func(i, j int) bool { return rep.Kept[i] < rep.Kept[j] })
-	for _, t := range trees {
-		if users[t] != 0 {
+	slices.Sort(plan.trees)
+	return plan
+}
+
+// sweep deletes what plan names. A layer a sandbox took hold of since the plan was
+// made is skipped (removeLayer re-checks under the layer's locks), and so are the
+// trees it uses. A layer's admission records go with it.
+func (c *Cache) sweep(ctx context.Context, plan gcPlan, layers []gcLayer, sizes map[string]int64) (GCReport, error) {
+	var rep GCReport
+	treesOf := make(map[string][]string, len(layers))
+	for _, l := range layers {
+		treesOf[l.hex] = l.trees
+	}
+	removed, spared := map[string]bool{}, map[string]bool{}
+	for _, hex := range plan.layers {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		ok, err := c.removeLayer(ctx, hex)
+		if err != nil {
+			return rep, err
+		}
+		if !ok { // held since the plan was made
+			for _, t := range treesOf[hex] {
+				spared[t] = true
+			}
+			continue
+		}
+		removed[hex] = true
+		rep.RemovedLayers = append(rep.RemovedLayers, digest.NewDigestFromEncoded(digest.SHA256, hex))
+	}
+	for _, l := range layers {
+		if !removed[l.hex] {
+			rep.Kept = append(rep.Kept, digest.NewDigestFromEncoded(digest.SHA256, l.hex))
+		}
+	}
+	slices.Sort(rep.Kept)
+	for _, t := range plan.trees {
+		if spared[t] {
 			continue
 		}
 		if err := c.removeTree(ctx, t); err != nil {
-			return rep, fmt.Errorf("gc: %w", err)
+			return rep, err
 		}
 		rep.RemovedTrees = append(rep.RemovedTrees, digest.NewDigestFromEncoded(digest.SHA256, t))
-		rep.FreedBytes += sizer.size(t)
+		rep.FreedBytes += sizes[t]
 	}
-	sort.Slice(rep.RemovedTrees, func(i, j int) bool { return rep.RemovedTrees[i] < rep.RemovedTrees[j] })
-	c.removeOrphanLists()
-	c.removeOrphanAdmissions(ctx)
 	return rep, nil
 }
 
