@@ -117,6 +117,36 @@ func TarTreeWith(ctx context.Context, root string, w io.Writer, opts TarTreeOpti
 	return desc, sumDigest(tarHash), nil
 }
 
+// TreeDigest is the DiffID TarTreeWith would return for root with opts (the sha256 of
+// the uncompressed reproducible tar), computed without compressing or writing anything:
+// a digest of the tree's names, types, modes, link targets and bytes, nothing else (no
+// times, no owners). Interpreter artifacts are named by it.
+func TreeDigest(ctx context.Context, root string, opts TarTreeOptions) (digest.Digest, error) {
+	r, err := os.OpenRoot(root)
+	if err != nil {
+		return "", fmt.Errorf("opening tree %q: %w", root, err)
+	}
+	defer r.Close()
+	entries, err := walkTree(ctx, r, root, opts)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	tw := tar.NewWriter(h)
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		if err := writeEntry(tw, r, root, e); err != nil {
+			return "", err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return "", fmt.Errorf("finishing tar of %q: %w", root, err)
+	}
+	return sumDigest(h), nil
+}
+
 // walkTree lists the tree below r, refusing anything that is not a regular
 // file or directory, sorted bytewise by tar name.
 func walkTree(ctx context.Context, r *os.Root, root string, opts TarTreeOptions) ([]treeEntry, error) {

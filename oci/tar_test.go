@@ -138,6 +138,9 @@ func TestTarTreeGolden(t *testing.T) {
 		if string(diffID) != goldenDiffID {
 			t.Errorf("variant %d: diffID (uncompressed tar):\n got  %s\n want %s", variant, diffID, goldenDiffID)
 		}
+		if td, err := TreeDigest(ctx, dir, TarTreeOptions{}); err != nil || td != diffID {
+			t.Errorf("variant %d: TreeDigest = %s, %v; want the diffID %s", variant, td, err, diffID)
+		}
 		if string(desc.Digest) != goldenBlob {
 			t.Errorf("variant %d: blob digest (gzip'd tar, level %d):\n got  %s\n want %s", variant, GzipLevel, desc.Digest, goldenBlob)
 		}

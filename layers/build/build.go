@@ -200,7 +200,7 @@ func (b *Builder) installOptions(ctx context.Context, python string) (wheel.Inst
 		if opts.Interpreter == "" {
 			return
 		}
-		out, err := exec.CommandContext(ctx, opts.Interpreter, "-I", "-S", "-c",
+		out, err := exec.CommandContext(ctx, opts.Interpreter, "-I", "-S", "-B", "-c",
 			"import sys, importlib.util; print(sys.version, importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)").Output()
 		if err != nil {
 			b.interpEr = fmt.Errorf("running interpreter %s to compile .pyc: %w", opts.Interpreter, err)

@@ -48,8 +48,8 @@ type elfFacts struct {
 }
 
 // Probe runs the CPython interpreter at the absolute path interpreter once
-// (isolated: -I -S, environment cleared but PATH=/usr/bin:/bin, working
-// directory /, bounded by ProbeTimeout) and returns the Target pip running
+// (isolated: -I -S -B, so no bytecode is written into its prefix; environment
+// cleared but PATH=/usr/bin:/bin, working directory /, bounded by ProbeTimeout) and returns the Target pip running
 // on that interpreter would install for: its version, ABI, every platform tag
 // of packaging's sys_tags() (manylinux down to the oldest for the arch, or
 // musllinux down to 1_0, then linux_ARCH) and its marker environment.
@@ -79,7 +79,7 @@ func Probe(ctx context.Context, interpreter string) (Target, error) {
 }
 
 func runProbe(ctx context.Context, interpreter string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, interpreter, "-I", "-S", "-c", probeScript)
+	cmd := exec.CommandContext(ctx, interpreter, "-I", "-S", "-B", "-c", probeScript)
 	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.Dir = "/"
 	stdout := &cappedBuffer{max: maxProbeOutput}

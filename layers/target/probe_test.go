@@ -36,9 +36,10 @@ func TestProbeFake(t *testing.T) {
 
 func TestProbeEnvironment(t *testing.T) {
 	// The probe must see a cleared environment, "/" as working directory and
-	// -I -S; the fake prints facts only when that holds.
+	// -I -S -B (no bytecode written into the prefix); the fake prints facts only
+	// when that holds.
 	t.Setenv("PYLAYER_SECRET", "x")
-	check := `[ "$1 $2 $3" = "-I -S -c" ] && [ "$(pwd)" = / ] && [ "$(env | grep -v '^PWD=\|^SHLVL=\|^_=' | sort | tr '\n' ' ')" = "PATH=/usr/bin:/bin " ] || { env >&2; echo "bad env or args: $1 $2 $3" >&2; exit 3; }`
+	check := `[ "$1 $2 $3 $4" = "-I -S -B -c" ] && [ "$(pwd)" = / ] && [ "$(env | grep -v '^PWD=\|^SHLVL=\|^_=' | sort | tr '\n' ' ')" = "PATH=/usr/bin:/bin " ] || { env >&2; echo "bad env or args: $1 $2 $3 $4" >&2; exit 3; }`
 	if _, err := Probe(context.Background(), fakeInterpreter(t, check+"\ncat <<'EOF'\n"+goodFacts+"\nEOF")); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
@@ -20,13 +22,16 @@ const KindPython = "python"
 // directory python/), which is first unpacked safely (see ErrUnsafeTarball,
 // DefaultLimits) into a new directory under workDir.
 //
-// The interpreter is probed once (Probe); the prefix is packed with
+// The interpreter is probed once (Probe, which also digests the tree into
+// Config.Tree, so the key and tag follow from the prefix's bytes, not only its
+// version); the prefix is packed with
 // oci.TarTreeWith, symlinks inside the tree allowed, into ONE layer blob
 // whose tar root is the prefix content (bin/, lib/, ...), written to workDir.
 // The artifact has type oci.ArtifactTypePython, the canonical Config as its
 // config blob, and the annotations kind "python", key (sha256 of the config
 // bytes), python (major.minor) and platform. The same prefix gives the same
-// bytes, hence the same manifest digest, on every run. Tag it with TagFor.
+// bytes, hence the same manifest digest, on every run; a prefix that differs in
+// any byte has another key. Tag it with TagFor.
 //
 // workDir must exist and outlive the artifact: its layer blob is read from
 // there when the artifact is stored or pushed. The prefix is never written.
@@ -72,9 +77,12 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 	if err != nil {
 		return oci.Artifact{}, Config{}, err
 	}
-	lb, err := packPrefix(ctx, prefix, workDir)
+	lb, diffID, err := packPrefix(ctx, prefix, workDir)
 	if err != nil {
 		return oci.Artifact{}, Config{}, err
+	}
+	if diffID.String() != c.Tree {
+		return oci.Artifact{}, Config{}, fmt.Errorf("the prefix changed while it was packed (digest %s, packed %s): stop whatever writes into it and publish again", c.Tree, diffID)
 	}
 	lb.Title = "cpython-" + c.Version + "-" + c.Platform + ".tar.gz"
 	a := oci.Artifact{
@@ -114,22 +122,22 @@ func unpackTarball(ctx context.Context, tarball, workDir string) (string, error)
 
 // packPrefix writes the layer blob of prefix to workDir/<hex>.tar.gz through
 // a temporary file, fsynced and renamed into place.
-func packPrefix(ctx context.Context, prefix, workDir string) (oci.LayerBlob, error) {
+func packPrefix(ctx context.Context, prefix, workDir string) (oci.LayerBlob, digest.Digest, error) {
 	// The blob's name is its digest, known only once it is written (CommitAs).
 	w, err := fsx.Create(ctx, filepath.Join(workDir, "python.tar.gz"), 0o600)
 	if err != nil {
-		return oci.LayerBlob{}, err
+		return oci.LayerBlob{}, "", err
 	}
 	defer w.Cleanup()
-	desc, _, err := oci.TarTreeWith(ctx, prefix, w, oci.TarTreeOptions{AllowSymlinks: true})
+	desc, diffID, err := oci.TarTreeWith(ctx, prefix, w, oci.TarTreeOptions{AllowSymlinks: true})
 	if err != nil {
-		return oci.LayerBlob{}, fmt.Errorf("packing %s: %w", prefix, err)
+		return oci.LayerBlob{}, "", fmt.Errorf("packing %s: %w", prefix, err)
 	}
 	blob := filepath.Join(workDir, desc.Digest.Encoded()+".tar.gz")
 	if err := w.CommitAs(ctx, blob); err != nil {
-		return oci.LayerBlob{}, err
+		return oci.LayerBlob{}, "", err
 	}
-	return oci.LayerBlob{Path: blob, Desc: desc}, nil
+	return oci.LayerBlob{Path: blob, Desc: desc}, diffID, nil
 }
 
 // within reports whether p is dir or below it (after making both absolute).

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/opencontainers/go-digest"
+
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
 )
@@ -38,6 +40,7 @@ type Config struct {
 	Markers        map[string]string `json:"markers"`        // PEP 508 marker environment; platform_release and platform_version are ""
 	MountPath      string            `json:"mount_path"`     // MountPath
 	Source         string            `json:"source"`         // SourcePrefix, or the file name of the tarball it was built from
+	Tree           string            `json:"tree"`           // the prefix's bytes: oci.TreeDigest of it, the diff ID of the layer blob
 }
 
 // configFromTarget fills a Config from a probed target. The kernel's
@@ -123,6 +126,9 @@ func (c Config) Validate() error {
 	if c.MountPath != MountPath {
 		return fmt.Errorf("%w: mount_path %q, want %q", ErrInvalidConfig, c.MountPath, MountPath)
 	}
+	if d, err := digest.Parse(c.Tree); err != nil || d.Algorithm() != digest.SHA256 {
+		return fmt.Errorf("%w: tree %q must be the sha256 digest of the prefix (sha256:<64 hex>)", ErrInvalidConfig, c.Tree)
+	}
 	if c.Source == "" || c.Source == "." || c.Source == ".." || strings.ContainsAny(c.Source, "/\\\x00") || path.Clean(c.Source) != c.Source {
 		return fmt.Errorf("%w: source %q must be %q or a file name", ErrInvalidConfig, c.Source, SourcePrefix)
 	}
@@ -172,7 +178,8 @@ func ParseConfig(b []byte) (Config, error) {
 }
 
 // TagFor is the registry tag of the interpreter artifact with config c:
-// "cpython-<version>-<key>", with any character a tag cannot hold (the "+" of
+// "cpython-<version>-<key>", the key covering the tree digest (two prefixes of one
+// version have two tags), with any character a tag cannot hold (the "+" of
 // a development version) replaced by "_". It is at most 128 characters for
 // any real version; an absurdly long one is an error.
 func TagFor(c Config) (string, error) {

@@ -14,7 +14,9 @@ func flagsConfig(t testing.TB) Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return configFromTarget(tg, SourcePrefix)
+	c := configFromTarget(tg, SourcePrefix)
+	c.Tree = "sha256:" + strings.Repeat("ab", 32)
+	return c
 }
 
 func TestParseConfig(t *testing.T) {
@@ -34,15 +36,18 @@ func TestParseConfig(t *testing.T) {
 		t.Errorf("field order: %.120s", canon)
 	}
 	for name, mutate := range map[string]func(*Config){
-		"mount path":     func(c *Config) { c.MountPath = "/usr" },
-		"source path":    func(c *Config) { c.Source = "../x.tar.gz" },
-		"source empty":   func(c *Config) { c.Source = "" },
-		"tags reordered": func(c *Config) { c.Tags[0], c.Tags[1] = c.Tags[1], c.Tags[0] },
-		"tags short":     func(c *Config) { c.Tags = c.Tags[:10] },
-		"abi":            func(c *Config) { c.ABI = "cp310" },
-		"version":        func(c *Config) { c.Version = "3.11" },
-		"kernel marker":  func(c *Config) { c.Markers["platform_release"] = "6.1.0" },
-		"platforms":      func(c *Config) { c.Platforms = c.Platforms[1:] },
+		"mount path":      func(c *Config) { c.MountPath = "/usr" },
+		"source path":     func(c *Config) { c.Source = "../x.tar.gz" },
+		"source empty":    func(c *Config) { c.Source = "" },
+		"tags reordered":  func(c *Config) { c.Tags[0], c.Tags[1] = c.Tags[1], c.Tags[0] },
+		"tags short":      func(c *Config) { c.Tags = c.Tags[:10] },
+		"abi":             func(c *Config) { c.ABI = "cp310" },
+		"version":         func(c *Config) { c.Version = "3.11" },
+		"kernel marker":   func(c *Config) { c.Markers["platform_release"] = "6.1.0" },
+		"platforms":       func(c *Config) { c.Platforms = c.Platforms[1:] },
+		"no tree":         func(c *Config) { c.Tree = "" },
+		"tree not sha256": func(c *Config) { c.Tree = "sha512:" + strings.Repeat("ab", 64) },
+		"tree short":      func(c *Config) { c.Tree = "sha256:abab" },
 	} {
 		bad := flagsConfig(t)
 		mutate(&bad)
@@ -81,6 +86,7 @@ func TestTagFor(t *testing.T) {
 	tg.Markers["python_full_version"] = "3.12.0rc1+"
 	tg.Markers["implementation_version"] = "3.12.0rc1"
 	dev := configFromTarget(tg, SourcePrefix)
+	dev.Tree = c.Tree
 	if tag, err := TagFor(dev); err != nil || !strings.HasPrefix(tag, "cpython-3.12.0rc1_-") {
 		t.Errorf("development version: %q, %v", tag, err)
 	}

@@ -7,7 +7,12 @@
 // Its config blob (oci.MediaTypePythonConfig) is the canonical JSON of Config:
 // version, ABI, platform tags, supported wheel tags and marker environment,
 // probed by running the interpreter once at build time (layers/target.Probe),
-// and the fixed in-sandbox mount path. Its key is the sha256 of those bytes.
+// the fixed in-sandbox mount path, and the digest of the tree itself
+// (oci.TreeDigest, the layer blob's diff ID). Its key is the sha256 of those
+// bytes: an interpreter is named by its bytes, so two prefixes of one version
+// have two keys and two tags. Probing runs the interpreter in place with -I -S
+// -B and never writes into the prefix; nor does building layers with it
+// (layers/wheel compiles .pyc into the layer's own tree).
 //
 // Tarballs are unpacked by oci/untar, the extractor the host cache unpacks layers
 // with, under the same rules (no absolute paths or "..", no links leaving the

@@ -3,6 +3,7 @@ package interp
 import (
 	"context"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -25,6 +26,9 @@ func TestProbeDebianPrefix(t *testing.T) {
 	}
 	if after := listTree(t, debianPrefix(t)); !slices.Equal(before, after) {
 		t.Fatalf("Probe wrote into the prefix: %d entries before, %d after", len(before), len(after))
+	}
+	if d, err := oci.TreeDigest(ctx, debianPrefix(t), oci.TarTreeOptions{AllowSymlinks: true}); err != nil || d.String() != c.Tree {
+		t.Fatalf("after Probe the prefix digests to %s (%v), Probe said %s", d, err, c.Tree)
 	}
 	if c.Version != "3.11.2" || c.Implementation != "cp" || c.ABI != "cp311" || c.MountPath != "/opt/python" || c.Source != SourcePrefix {
 		t.Fatalf("config %+v", c)
@@ -221,4 +225,73 @@ func TestArtifactTarball(t *testing.T) {
 			t.Error("two builds of one tarball differ")
 		}
 	}
+}
+
+// TestArtifactNamedByBytes: two prefixes of one version, one byte apart, have two trees,
+// two keys, two tags and two digests; probing and packing write nothing into either.
+func TestArtifactNamedByBytes(t *testing.T) {
+	ctx := context.Background()
+	_, c1, d1 := builtPrefix(t)
+	other := filepath.Join(t.TempDir(), "python")
+	if err := cloneTree(debianPrefix(t), other); err != nil {
+		t.Fatal(err)
+	}
+	site := filepath.Join(other, "lib", "python3.11", "sitecustomize.py")
+	if err := os.WriteFile(site, []byte("# a local change\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before, err := oci.TreeDigest(ctx, other, oci.TarTreeOptions{AllowSymlinks: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, c2, d2 := build(t, other)
+	if c2.Version != c1.Version || !slices.Equal(c2.Tags, c1.Tags) {
+		t.Fatalf("the copy probes as %s, the original as %s", c2.Version, c1.Version)
+	}
+	if c2.Tree != before.String() {
+		t.Errorf("config tree %s, the prefix digests to %s", c2.Tree, before)
+	}
+	if after, err := oci.TreeDigest(ctx, other, oci.TarTreeOptions{AllowSymlinks: true}); err != nil || after != before {
+		t.Errorf("building the artifact changed the prefix: %s before, %s after (%v)", before, after, err)
+	}
+	t1, _ := TagFor(c1)
+	t2, _ := TagFor(c2)
+	if c1.Tree == c2.Tree || t1 == t2 || d1.Digest == d2.Digest {
+		t.Errorf("two prefixes of %s: trees %s %s, tags %s %s, digests %s %s; want all different", c1.Version, c1.Tree, c2.Tree, t1, t2, d1.Digest, d2.Digest)
+	}
+}
+
+// cloneTree copies the tree at src to dst (which must not exist): directories,
+// regular files with their modes, and symlinks.
+func cloneTree(src, dst string) error {
+	return filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return err
+		}
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.Mkdir(out, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, out)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, fi.Mode().Perm())
+		}
+	})
 }
