@@ -205,26 +205,19 @@ func (r *remoteRepo) statusError(resp *http.Response, action, what string) error
 	case http.StatusNotFound:
 		return fmt.Errorf("%s: %s: %w", r.Name(), what, ErrNotFound)
 	}
-	msg := resp.Status
+	e := &Error{Repository: r.Name(), What: what, StatusCode: resp.StatusCode, Status: resp.Status}
 	var body struct {
-		Errors []struct{ Code, Message string }
+		Errors []ErrorCode
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if json.Unmarshal(b, &body) == nil {
-		for _, e := range body.Errors {
-			msg += fmt.Sprintf("; %s: %.200s", e.Code, e.Message)
+		e.Errors = body.Errors
+		if len(e.Errors) > maxErrorCodes {
+			e.Errors = e.Errors[:maxErrorCodes]
 		}
 	}
-	return &statusErr{code: resp.StatusCode, msg: fmt.Sprintf("%s: %s: registry answered %s", r.Name(), what, msg)}
+	return e
 }
-
-// statusErr is an unexpected HTTP status; 5xx, 429 and 408 are worth another attempt.
-type statusErr struct {
-	code int
-	msg  string
-}
-
-func (e *statusErr) Error() string { return e.msg }
 
 // Resolve asks for the manifest tag points at (HEAD, falling back to GET when the registry
 // does not send Docker-Content-Digest).

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/oci"
@@ -43,8 +42,3 @@ var (
 	ErrSizeMismatch   = oci.ErrSizeMismatch
 	ErrUnauthorized   = errors.New("unauthorized")
 )
-
-// SignatureTag is cosign's classic tag for the signatures of a manifest: sha256-<hex>.sig.
-func SignatureTag(d digest.Digest) string {
-	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
-}

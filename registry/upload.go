@@ -105,8 +105,8 @@ func (r *remoteRepo) pushBlobOnce(ctx context.Context, c *http.Client, d v1.Desc
 	}
 	if resp.StatusCode != http.StatusCreated {
 		serr := r.statusError(resp, "push to", "uploading blob "+string(d.Digest))
-		var se *statusErr
-		if errors.As(serr, &se) && transientStatus(se.code) {
+		var se *Error
+		if errors.As(serr, &se) && se.Temporary() {
 			return false, &retryable{serr}
 		}
 		return false, serr

@@ -1,7 +1,6 @@
 package index
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -26,35 +25,12 @@ type options struct {
 	maxFileBytes int64
 }
 
-// WithHTTPClient sets the HTTP client. Its Transport is wrapped (never
-// modified) to add credentials for the index origin.
-func WithHTTPClient(c *http.Client) Option {
-	return func(o *options) error {
-		if c == nil {
-			return errors.New("WithHTTPClient: nil client")
-		}
-		o.httpClient = c
-		return nil
-	}
-}
-
 // WithNetrc reads credentials for the index host from the netrc file at
 // path. The default is $NETRC, else ~/.netrc, and a missing default file is
 // not an error; an explicit path must exist. An empty path disables netrc.
 func WithNetrc(path string) Option {
 	return func(o *options) error {
 		o.netrcPath, o.netrcSet = path, true
-		return nil
-	}
-}
-
-// WithUserAgent sets the User-Agent header of every request.
-func WithUserAgent(ua string) Option {
-	return func(o *options) error {
-		if ua == "" {
-			return errors.New("WithUserAgent: empty user agent")
-		}
-		o.userAgent = ua
 		return nil
 	}
 }
@@ -67,18 +43,6 @@ func WithMaxBodyBytes(n int64) Option {
 			return fmt.Errorf("WithMaxBodyBytes: %d is not positive", n)
 		}
 		o.maxBodyBytes = n
-		return nil
-	}
-}
-
-// WithMaxFileBytes caps the size of a downloaded distribution file whose
-// size the index does not state (default 4 GiB).
-func WithMaxFileBytes(n int64) Option {
-	return func(o *options) error {
-		if n <= 0 {
-			return fmt.Errorf("WithMaxFileBytes: %d is not positive", n)
-		}
-		o.maxFileBytes = n
 		return nil
 	}
 }

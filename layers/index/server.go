@@ -15,18 +15,6 @@ type serverOptions struct {
 	allowJSON bool
 }
 
-// WithMaxMetadataBytes caps the METADATA read from a wheel (default 16 MiB);
-// wheels over it are listed without metadata.
-func WithMaxMetadataBytes(n int64) ServerOption {
-	return func(o *serverOptions) error {
-		if n <= 0 {
-			return fmt.Errorf("WithMaxMetadataBytes: %d is not positive", n)
-		}
-		o.maxMeta = n
-		return nil
-	}
-}
-
 // WithJSON enables (the default) or disables PEP 691 JSON responses;
 // disabled, every client gets HTML, which lets tests drive pip through HTML.
 func WithJSON(enabled bool) ServerOption {

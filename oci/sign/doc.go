@@ -12,15 +12,16 @@
 // not verify. Transparency logs, certificates and the newer bundle format are not used:
 // trust is a set of public keys chosen by the operator.
 //
-// The package is transport-agnostic: it reads and writes through the small Store
-// interface, which registry.Repo (a remote registry or an OCI layout) satisfies.
+// The package is transport-agnostic: Verify reads through the small, read-only Reader
+// interface, Sign reads and writes through Store, and registry.Repo (a remote registry
+// or an OCI layout) satisfies both.
 // Key files are cosign's own: LoadSigner reads an encrypted private key written by
 // `cosign generate-key-pair` or GenerateKeyPair, LoadVerifier reads PEM public keys.
 //
 // This package must never import pylayer's registry client (registry/), the broker,
 // the sandbox, the catalog or the CLI (those build on it), nor cosign's CLI packages;
 // it never calls go-containerregistry's remote package itself (cosign's library links
-// it): all repository I/O goes through Store. The parent package oci must not import
+// it): all repository I/O goes through Reader and Store. The parent package oci must not import
 // this one, so that assembling artifacts does not pull in the sigstore dependency
 // tree. It never prints and never logs.
 package sign

@@ -19,18 +19,24 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
-// Store is the part of a repository that signing and verification need. registry.Repo
-// (a remote registry or an OCI layout) satisfies it.
+// Reader is the read-only part of a repository that verification needs; Verify takes
+// nothing more, so a caller can verify from a store it may not write to.
 //
 // Resolve must return an error wrapping oci.ErrNotFound for a tag that does not exist
 // (and only then): that is how an unsigned artifact is told apart from a failure.
 // Manifest and Blob must verify what they return against the descriptor's digest.
-type Store interface {
+type Reader interface {
 	// Name is the repository, e.g. "127.0.0.1:5000/team/pylayer" or "oci:/abs/dir".
 	Name() string
 	Resolve(ctx context.Context, tag string) (v1.Descriptor, error)
 	Manifest(ctx context.Context, d v1.Descriptor) ([]byte, error)
 	Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error)
+}
+
+// Store is the part of a repository that signing needs: Reader, and the pushes.
+// registry.Repo (a remote registry or an OCI layout) satisfies it.
+type Store interface {
+	Reader
 	PushBlob(ctx context.Context, d v1.Descriptor, open func() (io.ReadCloser, error)) (bool, error)
 	PushManifest(ctx context.Context, raw []byte, mediaType, tag string) (v1.Descriptor, error)
 }
@@ -175,7 +181,7 @@ func findDuplicate(ctx context.Context, base *SignatureManifest, body []byte, si
 
 // readSignatureManifest resolves and parses the signature manifest tagged tag. A
 // missing tag returns an error wrapping oci.ErrNotFound.
-func readSignatureManifest(ctx context.Context, s Store, tag string) (*SignatureManifest, v1.Descriptor, error) {
+func readSignatureManifest(ctx context.Context, s Reader, tag string) (*SignatureManifest, v1.Descriptor, error) {
 	d, err := s.Resolve(ctx, tag)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("resolving %s: %w", tag, err)
@@ -199,7 +205,7 @@ func readSignatureManifest(ctx context.Context, s Store, tag string) (*Signature
 
 // readBlob reads a blob of at most limit bytes and checks its size and digest, whether
 // or not the store already did.
-func readBlob(ctx context.Context, s Store, d v1.Descriptor, limit int64) ([]byte, error) {
+func readBlob(ctx context.Context, s Reader, d v1.Descriptor, limit int64) ([]byte, error) {
 	if d.Size < 0 || d.Size > limit {
 		return nil, fmt.Errorf("blob %s: size %d is not between 0 and %d", d.Digest, d.Size, limit)
 	}

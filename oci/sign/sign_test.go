@@ -267,7 +267,7 @@ func TestSignVerify(t *testing.T) {
 				subject := pushSubject(t, s, "subject")
 				other := pushSubject(t, s, "other")
 				c.setup(t, s, subject, other)
-				r, err := Verify(context.Background(), s, subject, c.trust(t))
+				r, err := Verify(context.Background(), readOnly{s}, subject, c.trust(t))
 				if c.wantErr != nil {
 					if !errors.Is(err, c.wantErr) {
 						t.Fatalf("Verify: got %v, want %v", err, c.wantErr)
@@ -428,3 +428,6 @@ func TestSignRejects(t *testing.T) {
 		t.Errorf("Verify of an index: %v, want %v", err, ErrInvalidSignatureManifest)
 	}
 }
+
+// readOnly hides a store's pushes: Verify needs only a Reader.
+type readOnly struct{ Reader }

@@ -59,7 +59,7 @@ type Signature struct {
 // Any failure to read the signatures (network, a blob that does not match its digest,
 // a tag that is not a signature manifest) is returned as it is: Verify never succeeds
 // on what it could not read.
-func Verify(ctx context.Context, s Store, subject v1.Descriptor, v *Verifier) (*Result, error) {
+func Verify(ctx context.Context, s Reader, subject v1.Descriptor, v *Verifier) (*Result, error) {
 	if err := checkSubject(subject.Digest); err != nil {
 		return nil, fmt.Errorf("verifying: %w", err)
 	}

@@ -2,11 +2,12 @@ package cache
 
 import (
 	"context"
-	digest "github.com/opencontainers/go-digest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	digest "github.com/opencontainers/go-digest"
 )
 
 // TestPlanGC: the pure half of GC, on roots, references, sizes, ages and budgets.
