@@ -5,6 +5,7 @@
 // internal/ so that it cannot become API, and its tests run every command in process.
 //
 // Nothing but cmd/pylayer may import it. It holds no logic of its own: locks come from
-// layers/resolve, publishing from publish, pulls and trust from registry, sessions from
+// layers/resolve, publishing from publish, pulls and trust from registry,
+// what a sandbox runs on (pull-verify-hold, iso replacing base) from assemble, sessions from
 // sandbox, the broker from broker and broker/builder.
 package cli

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/sandbox"
 )
@@ -58,13 +59,13 @@ fetches them again. Exits non-zero when a check fails.`,
 			spec := sandbox.Spec{Command: []string{"python3", "-c", "import sys; print(sys.version.split()[0], sys.prefix)"}}
 			interp := "degraded mode: no interpreter artifact given (--python); sessions use the host's /usr/bin/python3"
 			if python != "" {
-				m, err := ensureLayer(cmd, f, c, python)
+				l, err := assemble.Ensure(ctx, f.assembly(cmd, c), python)
 				if err != nil {
 					add("interpreter", err, "")
 				} else {
-					defer m.release()
-					spec.Interpreter = m.root
-					interp = "interpreter artifact " + m.digest.String()
+					defer l.Release()
+					spec.Interpreter = l.Root
+					interp = "interpreter artifact " + l.Digest.String()
 				}
 			}
 			if bwrap != "" && (python == "" || spec.Interpreter != "") {

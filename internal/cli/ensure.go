@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
 )
@@ -69,34 +70,35 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 			}
 			rep := ensureReport{}
 			spec := sandbox.Spec{Command: []string{"python3", "-c", probeScript}}
-			get := func(ref string) (*ensureItem, *mounted) {
+			o := f.assembly(cmd, c)
+			get := func(ref string) (*ensureItem, *assemble.Layer) {
 				it := &ensureItem{Ref: ref}
-				m, err := ensureLayer(cmd, f, c, ref)
+				l, err := assemble.Ensure(cmd.Context(), o, ref)
 				if err != nil {
 					it.Error = err.Error()
 					return it, nil
 				}
-				it.OK, it.Digest, it.Root = true, m.digest.String(), m.root
-				return it, &m
+				it.OK, it.Digest, it.Root = true, l.Digest.String(), l.Root
+				return it, l
 			}
 			if python != "" {
-				it, m := get(python)
+				it, l := get(python)
 				rep.Python = it
-				if m != nil {
-					defer m.release()
-					if m.kind != lock.KindPython {
+				if l != nil {
+					defer l.Release()
+					if l.Kind != lock.KindPython {
 						it.OK, it.Error = false, "not an interpreter artifact"
 					} else {
-						spec.Interpreter = m.root
+						spec.Interpreter = l.Root
 					}
 				}
 			}
 			if base != "" {
-				it, m := get(base)
+				it, l := get(base)
 				rep.Base = it
-				if m != nil {
-					defer m.release()
-					spec.Layers = []sandbox.Layer{m.layer(0)}
+				if l != nil {
+					defer l.Release()
+					spec.Layers = []sandbox.Layer{l.Sandbox(0)}
 				}
 			}
 			rep.Degraded = spec.Degraded()

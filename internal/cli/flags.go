@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
@@ -49,6 +50,13 @@ func (r *regFlags) policy() (*trust.Policy, error) {
 		return nil, nil // trust.Policy.For explains what to do
 	}
 	return trust.Load(r.trust)
+}
+
+// assembly is how run, ensure and doctor get their layers: from the host cache c, under the
+// trust policy (read at each use), pulling with these flags' registry options when the
+// network is needed.
+func (r *regFlags) assembly(cmd *cobra.Command, c *cache.Cache) assemble.Options {
+	return assemble.Options{Cache: c, Policy: r.policy, Registry: r.options(cmd), Progress: pullProgress(cmd.ErrOrStderr()), Warn: warner(cmd)}
 }
 
 func (g *globals) openCache() (*cache.Cache, error) {

@@ -6,6 +6,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
@@ -70,7 +71,7 @@ func (h *hostLayers) Layers(ctx context.Context) ([]broker.Layer, error) {
 	seen := map[string]bool{}
 	for _, e := range es {
 		l := broker.Layer{Digest: e.Digest.String(), Size: e.Bytes, Created: e.LastUsed}
-		if k, err := layerKind(e.Root); err == nil {
+		if k, err := assemble.KindOf(e.Root); err == nil {
 			l.Kind = string(k)
 		}
 		if len(e.Refs) > 0 {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,16 +12,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/layers/lock"
-	"github.com/pylayer/pylayer/oci"
-	"github.com/pylayer/pylayer/registry"
-	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/sandbox"
 )
 
@@ -78,26 +73,12 @@ is used (degraded mode, said on stderr).`,
 	return cmd
 }
 
-// mounted is a layer root in the cache, held for the run.
-type mounted struct {
-	root    string
-	kind    lock.Kind
-	digest  digest.Digest
-	release func()
-}
-
 func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	ctx := cmd.Context()
 	c, err := g.openCache()
 	if err != nil {
 		return err
 	}
-	var held []mounted
-	defer func() {
-		for _, m := range held {
-			m.release()
-		}
-	}()
 	if f.session != "" {
 		if f.python != "" || len(f.layers) > 0 {
 			return errors.New("--session mounts what the session is bound to: drop --python and --layer")
@@ -110,28 +91,12 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	if spec.Limits, err = f.limits(); err != nil {
 		return err
 	}
-	if f.python != "" {
-		m, err := ensureLayer(cmd, &f.regFlags, c, f.python)
-		if err != nil {
-			return fmt.Errorf("--python %s: %w", f.python, err)
-		}
-		held = append(held, m)
-		if m.kind != lock.KindPython {
-			return fmt.Errorf("--python %s is a %s layer, not an interpreter", f.python, m.kind)
-		}
-		spec.Interpreter = m.root
+	held, err := assemble.Assemble(ctx, f.assembly(cmd, c), f.python, f.layers)
+	if err != nil {
+		return err
 	}
-	for i, ref := range f.layers {
-		m, err := ensureLayer(cmd, &f.regFlags, c, ref)
-		if err != nil {
-			return fmt.Errorf("--layer %s: %w", ref, err)
-		}
-		held = append(held, m)
-		if m.kind == lock.KindPython {
-			return fmt.Errorf("--layer %s is an interpreter: give it with --python", ref)
-		}
-		spec.Layers = append(spec.Layers, m.layer(i))
-	}
+	defer held.Release()
+	held.Apply(&spec)
 	if f.workspace != "" {
 		ws, err := filepath.Abs(f.workspace)
 		if err != nil {
@@ -186,53 +151,6 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	return nil
 }
 
-// ensureLayer returns the cache root of ref, pulling and verifying it when it is missing,
-// and holds it against gc. Every use re-checks the current trust policy against how the
-// cache admitted the digest (registry.Ensure): a reference by digest that the cache has
-// needs no network, and is refused when the policy no longer accepts it.
-func ensureLayer(cmd *cobra.Command, f *regFlags, c *cache.Cache, s string) (mounted, error) {
-	ref, err := registry.ParseRef(s)
-	if err != nil {
-		return mounted{}, err
-	}
-	pol, err := f.policy()
-	if err != nil {
-		return mounted{}, err
-	}
-	open := func(ctx context.Context) (registry.Repo, error) { return registry.Open(ctx, ref, f.options(cmd)) }
-	u, release, err := registry.Ensure(cmd.Context(), c, ref, pol, open, pullProgress(cmd.ErrOrStderr()), warner(cmd))
-	if err != nil {
-		return mounted{}, err
-	}
-	return mounted{root: u.Root, kind: lock.Kind(u.Kind), digest: u.Digest, release: release}, nil
-}
-
-// layer is m as layer i of a sandbox. sandbox names kinds with its own constants, as it
-// must not import layers (it only needs paths): this is the one place they meet.
-func (m mounted) layer(i int) sandbox.Layer {
-	return sandbox.Layer{Root: m.root, Kind: string(m.kind), Name: fmt.Sprintf("%d-%s", i, m.kind)}
-}
-
-// layerKind reads the kind of an installed layer from the manifest the cache keeps beside it.
-func layerKind(root string) (lock.Kind, error) {
-	b, err := os.ReadFile(filepath.Join(root, ".pylayer", "manifest.json"))
-	if err != nil {
-		return "", fmt.Errorf("layer %s: %w", root, err)
-	}
-	var m v1.Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return "", fmt.Errorf("layer %s: manifest: %w", root, err)
-	}
-	if m.ArtifactType == oci.ArtifactTypePython {
-		return lock.KindPython, nil
-	}
-	k := m.Annotations[oci.AnnotationKind]
-	if k == "" {
-		return "", errors.New("layer " + root + " has no kind annotation")
-	}
-	return lock.Kind(k), nil
-}
-
 // sessionRefs reads what a broker session is bound to, from the broker's API (--broker,
 // any host) or its database (--db, the broker's host): its interpreter, its base (unless an
 // isolated layer replaces it) and its ext layers, oldest first, all by digest.
@@ -253,40 +171,11 @@ func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
 	if err != nil {
 		return "", nil, err
 	}
-	byDigest := func(d string) (string, error) {
-		if f.repo == "" {
-			return "", fmt.Errorf("session %s is bound to %s: give its repository with --repo (or PYLAYER_REPO)", s.ID, d)
-		}
-		return f.repo + "@" + d, nil
-	}
-	var python string
-	if s.Interpreter != "" {
-		if python, err = byDigest(s.Interpreter); err != nil {
-			return "", nil, err
-		}
-	}
-	var iso string
-	var ext []string
+	as := assemble.Session{ID: s.ID, Interpreter: s.Interpreter, Base: s.Base}
 	for _, b := range bs {
-		switch b.Kind {
-		case string(lock.KindIso):
-			iso = b.Ref // the newest isolated layer replaces the base
-		default:
-			ext = append(ext, b.Ref)
-		}
+		as.Bindings = append(as.Bindings, assemble.Binding{Kind: lock.Kind(b.Kind), Ref: b.Ref})
 	}
-	var layers []string
-	switch {
-	case iso != "":
-		layers = append(layers, iso)
-	case s.Base != "":
-		ref, err := byDigest(s.Base)
-		if err != nil {
-			return "", nil, err
-		}
-		layers = append(layers, ref)
-	}
-	return python, append(layers, ext...), nil
+	return as.Refs(f.repo)
 }
 
 func sessionFromDB(cmd *cobra.Command, db, id string) (broker.Session, []broker.Binding, error) {

@@ -20,6 +20,7 @@ var forbidden = map[string][]string{
 	"sandbox":  {"layers", "oci", "registry", "broker", "catalog", "publish", "internal/cli"},
 	"catalog":  {"oci", "registry", "sandbox", "broker", "publish", "internal/cli"},
 	"publish":  {"sandbox", "broker", "catalog", "internal/cli"},
+	"assemble": {"broker", "catalog", "publish", "internal/cli"},
 	"broker":   {"internal/cli"},
 }
 
@@ -105,6 +106,8 @@ func TestRules(t *testing.T) {
 		{"registry/cache", "broker", false},
 		{"oci/interp", "registry", false},
 		{"broker/builder", "registry", true},
+		{"assemble", "broker", false},
+		{"assemble", "sandbox", true},
 		{"registryx", "broker", true}, // not the registry tree
 	} {
 		bad := false

@@ -1,0 +1,137 @@
+package assemble
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/registry"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/trust"
+	"github.com/pylayer/pylayer/sandbox"
+)
+
+// Options say where layers come from and what they must satisfy.
+type Options struct {
+	Cache *cache.Cache
+	// Policy loads the trust policy, at each Ensure (a caller that has a policy loaded
+	// returns it); it returning nil refuses every pull with what to do. nil: no policy.
+	Policy   func() (*trust.Policy, error)
+	Registry registry.Options // how a repository is opened when the network is needed
+	Progress func(cache.Event)
+	Warn     func(string) // told on every use of an artifact a rule lets run unverified
+}
+
+// Layer is an artifact in the host cache, held against gc until Release.
+type Layer struct {
+	Ref    string // as given
+	Root   string // the layer root (or interpreter prefix) in the cache
+	Kind   lock.Kind
+	Digest digest.Digest
+
+	release func()
+}
+
+// Ensure returns the cache root of ref, pulling and verifying it when it is missing, and
+// holds it against gc until Release. Every use re-checks the current trust policy against
+// how the cache admitted the digest (registry.Ensure): a reference by digest that the cache
+// has needs no network, and is refused when the policy no longer accepts it.
+func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
+	r, err := registry.ParseRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if o.Cache == nil {
+		return nil, errors.New("assemble: Options.Cache is required")
+	}
+	var pol *trust.Policy
+	if o.Policy != nil {
+		if pol, err = o.Policy(); err != nil {
+			return nil, err
+		}
+	}
+	open := func(ctx context.Context) (registry.Repo, error) { return registry.Open(ctx, r, o.Registry) }
+	u, release, err := registry.Ensure(ctx, o.Cache, r, pol, open, o.Progress, o.Warn)
+	if err != nil {
+		return nil, err
+	}
+	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, release: release}, nil
+}
+
+// Release lets gc collect the layer again (once no other use holds it). It is safe to call
+// more than once and on nil.
+func (l *Layer) Release() {
+	if l != nil && l.release != nil {
+		l.release()
+		l.release = nil
+	}
+}
+
+// Sandbox is l as layer i of a sandbox. sandbox names kinds with its own constants, as it
+// must not import layers (it only needs paths): this is the one place they meet.
+func (l *Layer) Sandbox(i int) sandbox.Layer {
+	return sandbox.Layer{Root: l.Root, Kind: string(l.Kind), Name: fmt.Sprintf("%d-%s", i, l.Kind)}
+}
+
+// Env is an interpreter and layers held for one sandbox.
+type Env struct {
+	Interpreter *Layer   // nil: degraded mode, the host's /usr/bin/python3
+	Layers      []*Layer // in mount order
+}
+
+// Release releases every layer of e.
+func (e *Env) Release() {
+	if e == nil {
+		return
+	}
+	e.Interpreter.Release()
+	for _, l := range e.Layers {
+		l.Release()
+	}
+}
+
+// Apply sets the interpreter and layers of spec to e's.
+func (e *Env) Apply(spec *sandbox.Spec) {
+	spec.Interpreter = ""
+	if e.Interpreter != nil {
+		spec.Interpreter = e.Interpreter.Root
+	}
+	spec.Layers = nil
+	for i, l := range e.Layers {
+		spec.Layers = append(spec.Layers, l.Sandbox(i))
+	}
+}
+
+// Assemble ensures python (an interpreter artifact, or "" for degraded mode) and layers
+// (base, ext or iso, in mount order) and holds them all. On an error it releases what it
+// held; the error names the reference as the flag that gave it (--python, --layer).
+func Assemble(ctx context.Context, o Options, python string, layers []string) (*Env, error) {
+	e := &Env{}
+	if python != "" {
+		l, err := Ensure(ctx, o, python)
+		if err != nil {
+			return nil, fmt.Errorf("--python %s: %w", python, err)
+		}
+		e.Interpreter = l
+		if l.Kind != lock.KindPython {
+			e.Release()
+			return nil, fmt.Errorf("--python %s is a %s layer, not an interpreter", python, l.Kind)
+		}
+	}
+	for _, ref := range layers {
+		l, err := Ensure(ctx, o, ref)
+		if err != nil {
+			e.Release()
+			return nil, fmt.Errorf("--layer %s: %w", ref, err)
+		}
+		e.Layers = append(e.Layers, l)
+		if l.Kind == lock.KindPython {
+			e.Release()
+			return nil, fmt.Errorf("--layer %s is an interpreter: give it with --python", ref)
+		}
+	}
+	return e, nil
+}

@@ -1,0 +1,165 @@
+package assemble
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/opencontainers/go-digest"
+
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/registry"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/trust"
+	"github.com/pylayer/pylayer/sandbox"
+)
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putLayer writes a one-wheel layer of kind k, whose lock names its blob, into the OCI
+// layout dir and returns its reference by digest.
+func putLayer(t *testing.T, dir string, k lock.Kind, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	tree := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(tree, "site-packages"), 0o755))
+	must(t, os.WriteFile(filepath.Join(tree, "site-packages", name+".py"), []byte("print(1)\n"), 0o644))
+	f, err := os.Create(filepath.Join(t.TempDir(), name+".tar.gz"))
+	must(t, err)
+	bw := bufio.NewWriter(f)
+	desc, _, err := oci.TarTree(ctx, tree, bw)
+	must(t, err)
+	must(t, bw.Flush())
+	must(t, f.Close())
+	blob := oci.LayerBlob{Path: f.Name(), Desc: desc, Title: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
+	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	must(t, err)
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: k, Target: tg, Requirements: []string{name}, Packages: []lock.Package{{
+		Name: name, Version: "1.0", Filename: blob.Title, URL: "https://index.invalid/" + blob.Title,
+		SHA256: blob.WheelSHA256, Size: 1, RequiredBy: []string{lock.Requested}}}}
+	if k == lock.KindExt {
+		l.Base = strings.Repeat("b", 64)
+	}
+	canon, err := l.Content()
+	must(t, err)
+	a := oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: canon, Layers: []oci.LayerBlob{blob},
+		Annotations: map[string]string{oci.AnnotationKind: string(k), oci.AnnotationKey: lock.KeyOf(canon)}}
+	layout, err := oci.OpenLayout(dir)
+	must(t, err)
+	md, err := layout.Put(ctx, a, name)
+	must(t, err)
+	return "oci:" + dir + "@" + md.Digest.String()
+}
+
+// unsignedPolicy accepts unsigned artifacts from the layout dir, by explicit choice.
+func unsignedPolicy(t *testing.T, dir string) *trust.Policy {
+	t.Helper()
+	b, err := json.Marshal(map[string]any{"repositories": []trust.Rule{{Match: "oci:" + dir, InsecureAcceptUnsigned: true}}})
+	must(t, err)
+	p := filepath.Join(t.TempDir(), "policy.json")
+	must(t, os.WriteFile(p, b, 0o644))
+	pol, err := trust.Load(p)
+	must(t, err)
+	return pol
+}
+
+func testOptions(t *testing.T, dir string) Options {
+	t.Helper()
+	c, err := cache.Open(filepath.Join(t.TempDir(), "cache"))
+	must(t, err)
+	t.Cleanup(func() { // the cache makes its trees read-only
+		filepath.Walk(filepath.Dir(c.Root()), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.IsDir() {
+				os.Chmod(p, 0o755)
+			}
+			return nil
+		})
+	})
+	pol := unsignedPolicy(t, dir)
+	return Options{Cache: c, Policy: func() (*trust.Policy, error) { return pol, nil }, Registry: registry.Options{}}
+}
+
+// TestAssemble: layers come out held, in mount order, with their kinds; an artifact of the
+// wrong kind in either place is refused, naming the flag.
+func TestAssemble(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	base := putLayer(t, dir, lock.KindBase, "pin")
+	ext := putLayer(t, dir, lock.KindExt, "foo")
+	o := testOptions(t, dir)
+
+	e, err := Assemble(ctx, o, "", []string{base, ext})
+	must(t, err)
+	defer e.Release()
+	if e.Interpreter != nil || len(e.Layers) != 2 || e.Layers[0].Kind != lock.KindBase || e.Layers[1].Kind != lock.KindExt {
+		t.Fatalf("Assemble = %+v, want no interpreter, then base and ext", e)
+	}
+	spec := sandbox.Spec{Interpreter: "/stale"}
+	e.Apply(&spec)
+	want := []sandbox.Layer{
+		{Root: e.Layers[0].Root, Kind: sandbox.KindBase, Name: "0-base"},
+		{Root: e.Layers[1].Root, Kind: sandbox.KindExt, Name: "1-ext"},
+	}
+	if spec.Interpreter != "" || len(spec.Layers) != 2 || spec.Layers[0] != want[0] || spec.Layers[1] != want[1] {
+		t.Errorf("Apply: %+v, want degraded with %+v", spec, want)
+	}
+	if !spec.Degraded() {
+		t.Error("a spec without an interpreter is not degraded")
+	}
+	for _, l := range e.Layers {
+		if fi, err := os.Stat(l.Root); err != nil || !fi.IsDir() {
+			t.Errorf("layer root %s: %v", l.Root, err)
+		}
+	}
+	e.Release()
+	e.Release() // idempotent
+
+	for _, c := range []struct {
+		name   string
+		python string
+		layers []string
+		want   string
+	}{
+		{"a layer as the interpreter", base, nil, "--python " + base + " is a base layer, not an interpreter"},
+		{"a bad reference", "", []string{"oci:" + dir + "@sha256:nothex"}, "--layer oci:"},
+		{"a missing layer", "", []string{base, "oci:" + dir + "@" + digest.FromString("none").String()}, "--layer oci:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, err := Assemble(ctx, o, c.python, c.layers)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				e.Release()
+				t.Fatalf("Assemble: %v, want an error with %q", err, c.want)
+			}
+			if e != nil {
+				t.Errorf("Assemble returned %+v with its error", e)
+			}
+		})
+	}
+}
+
+// TestKindOf reads the kind the cache keeps beside a layer root.
+func TestKindOf(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	o := testOptions(t, dir)
+	l, err := Ensure(ctx, o, putLayer(t, dir, lock.KindIso, "iso"))
+	must(t, err)
+	defer l.Release()
+	if k, err := KindOf(l.Root); err != nil || k != lock.KindIso {
+		t.Errorf("KindOf = %q, %v; want iso", k, err)
+	}
+	if _, err := KindOf(t.TempDir()); err == nil {
+		t.Error("KindOf of a directory without a manifest: no error")
+	}
+}
