@@ -17,7 +17,18 @@ import (
 
 // LayerArtifact builds (or reuses) the trees of l's wheels, packs each into a reproducible
 // layer blob cached beside the trees, and returns the artifact of the lock.
+//
+// l must be stamped by b (build.Builder.Stamp): its CompiledBy must name the interpreter
+// b compiles .pyc with, or be "" when b compiles none. The .pyc are part of the blobs'
+// bytes, and so is the config's compiled_by part of the key: one key has one digest.
 func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifact, error) {
+	by, err := b.CompiledBy(ctx)
+	if err != nil {
+		return Artifact{}, err
+	}
+	if l.CompiledBy != by {
+		return Artifact{}, fmt.Errorf("the lock says its .pyc are compiled by %q, the builder compiles with %q: stamp the lock with the builder (build.Builder.Stamp) before taking its key", l.CompiledBy, by)
+	}
 	// The config is the lock's content, without the index URLs it was fetched from, so
 	// the same wheels from any mirror give one key and one config digest.
 	canon, err := l.Content()

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pylayer/pylayer/internal/testenv"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -117,5 +118,82 @@ func TestBuildLayerGolden(t *testing.T) {
 	// A rebuild from the warm cache gives the same digest again.
 	if dc := buildInto(t, la, a, filepath.Join(a, "cache"), filepath.Join(a, "oci2")); dc != da {
 		t.Fatalf("warm rebuild differs: %s", dc)
+	}
+}
+
+// TestLayerKeyCoversCompiler: one key, one digest. The same lock built without .pyc, with
+// .pyc from one interpreter and from another has three keys; the same lock built twice with
+// the same interpreter has one key and one digest; a lock not stamped by its builder is
+// refused.
+func TestLayerKeyCoversCompiler(t *testing.T) {
+	testenv.Integration(t, "Debian's /usr/bin/python3.11")
+	ctx := context.Background()
+	const real = "/usr/bin/python3.11"
+	// Another build of the same CPython: it reports another sys.version and compiles alike.
+	rebuild := filepath.Join(t.TempDir(), "python3")
+	script := "#!/bin/sh\ncase \"$*\" in *MAGIC_NUMBER*) " + real + " \"$@\" | sed 's/(main/(rebuild/'; exit;; esac\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(rebuild, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	type built struct{ key, digest string }
+	buildWith := func(interp string) built {
+		t.Helper()
+		dir := t.TempDir()
+		b := &build.Builder{Root: filepath.Join(dir, "cache"), Options: build.Options{Interpreter: interp}}
+		l, err := b.Stamp(ctx, goldenLock(t, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := l.Key()
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := index.NewServer(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := httptest.NewServer(srv)
+		defer hs.Close()
+		if b.Fetcher, err = index.New(hs.URL+"/simple/", index.WithNetrc("")); err != nil {
+			t.Fatal(err)
+		}
+		a, err := LayerArtifact(ctx, b, l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Annotations[AnnotationKey] != key {
+			t.Errorf("key annotation %s, the stamped lock's key %s", a.Annotations[AnnotationKey], key)
+		}
+		if got, err := lock.Parse(a.Config); err != nil || got.CompiledBy != l.CompiledBy {
+			t.Errorf("config compiled_by %q (%v), want %q", got.CompiledBy, err, l.CompiledBy)
+		}
+		_, d, err := a.Manifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return built{key, d.Digest.String()}
+	}
+	none, py, again, other := buildWith(""), buildWith(real), buildWith(real), buildWith(rebuild)
+	if py != again {
+		t.Errorf("the same lock compiled by the same interpreter twice: %v and %v", py, again)
+	}
+	if none.key == py.key || py.key == other.key || none.key == other.key {
+		t.Errorf("keys without .pyc %s, by %s %s, by its rebuild %s: want three", none.key, real, py.key, other.key)
+	}
+	if none.digest == py.digest {
+		t.Errorf("building with %s did not change the layer (%s): no .pyc compiled?", real, py.digest)
+	}
+	// An unstamped lock given to a builder that compiles is refused, and vice versa.
+	dir := t.TempDir()
+	b := &build.Builder{Root: filepath.Join(dir, "cache"), Options: build.Options{Interpreter: real}}
+	if _, err := LayerArtifact(ctx, b, goldenLock(t, dir)); err == nil || !strings.Contains(err.Error(), "Stamp") {
+		t.Errorf("LayerArtifact of an unstamped lock with an interpreter: %v, want a refusal", err)
+	}
+	stamped, err := b.Stamp(ctx, goldenLock(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&build.Builder{Root: dir}).Stamp(ctx, stamped); err == nil || !strings.Contains(err.Error(), "--interpreter") {
+		t.Errorf("stamping a lock compiled by %s for a build without .pyc: %v, want a refusal", real, err)
 	}
 }

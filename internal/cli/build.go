@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -51,7 +50,7 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 	if !ok || dir == "" {
 		return errors.New("-o: want oci:DIR, an OCI image layout directory (pushing to a registry is `pylayer publish`)")
 	}
-	l, err := lock.ReadFile(lockPath)
+	b, l, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
 	if err != nil {
 		return err
 	}
@@ -70,7 +69,7 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 			return g.print(cmd.OutOrStdout(), res, res.Digest)
 		}
 	}
-	a, err := buildArtifact(cmd, g, l, f.indexURL, f.interpreter)
+	a, err := oci.LayerArtifact(ctx, b, l)
 	if err != nil {
 		return err
 	}

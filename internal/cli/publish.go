@@ -69,7 +69,7 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 	if f.key == "" {
 		return errors.New("--key is required: the cosign private key to sign with (make one with pylayer keygen)")
 	}
-	l, err := lock.ReadFile(lockPath)
+	b, l, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
 	if err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 		return err
 	}
 	res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags,
-		func() (oci.Artifact, error) { return buildArtifact(cmd, g, l, f.indexURL, f.interpreter) })
+		func() (oci.Artifact, error) { return oci.LayerArtifact(ctx, b, l) })
 	if err != nil {
 		return err
 	}
@@ -117,15 +117,21 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 	return res, nil
 }
 
-// buildArtifact builds the layer of l with the host's build cache.
-func buildArtifact(cmd *cobra.Command, g *globals, l *lock.Lock, indexURL, interpreter string) (oci.Artifact, error) {
+// stampedLock reads the lock at lockPath and returns the host's builder for it (the build
+// cache, the index, the interpreter that compiles .pyc) and the lock as that builder
+// builds it (build.Builder.Stamp): its key is the layer's.
+func stampedLock(cmd *cobra.Command, g *globals, lockPath, indexURL, interpreter string) (*build.Builder, *lock.Lock, error) {
+	l, err := lock.ReadFile(lockPath)
+	if err != nil {
+		return nil, nil, err
+	}
 	cache, err := g.cacheDir()
 	if err != nil {
-		return oci.Artifact{}, err
+		return nil, nil, err
 	}
 	interp, err := build.Interpreter(interpreter)
 	if err != nil {
-		return oci.Artifact{}, err
+		return nil, nil, err
 	}
 	b := &build.Builder{Root: filepath.Join(cache, "build"), Options: build.Options{Interpreter: interp}}
 	src := indexURL
@@ -135,9 +141,12 @@ func buildArtifact(cmd *cobra.Command, g *globals, l *lock.Lock, indexURL, inter
 	if src != "" {
 		c, err := index.New(src)
 		if err != nil {
-			return oci.Artifact{}, fmt.Errorf("index: %w", err)
+			return nil, nil, fmt.Errorf("index: %w", err)
 		}
 		b.Fetcher = c
 	}
-	return oci.LayerArtifact(cmd.Context(), b, l)
+	if l, err = b.Stamp(cmd.Context(), l); err != nil {
+		return nil, nil, err
+	}
+	return b, l, nil
 }

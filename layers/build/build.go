@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -196,23 +197,67 @@ func (b *Builder) installOptions(ctx context.Context, python string) (wheel.Inst
 		ScriptShebang:   ScriptShebang,
 		SitePackagesDir: SitePackagesDir,
 	}
-	b.once.Do(func() {
-		if opts.Interpreter == "" {
-			return
-		}
-		out, err := exec.CommandContext(ctx, opts.Interpreter, "-I", "-S", "-B", "-c",
-			"import sys, importlib.util; print(sys.version, importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)").Output()
-		if err != nil {
-			b.interpEr = fmt.Errorf("running interpreter %s to compile .pyc: %w", opts.Interpreter, err)
-			return
-		}
-		b.interpID = strings.TrimSpace(string(out))
-	})
-	if b.interpEr != nil {
-		return opts, "", b.interpEr
+	compiledBy, err := b.CompiledBy(ctx)
+	if err != nil {
+		return opts, "", err
 	}
-	id := fmt.Sprintf("v1|shebang=%s|site=%s|requested=%v|python=%s|pyc=%s", opts.ScriptShebang, opts.SitePackagesDir, opts.Requested, python, b.interpID)
+	id := fmt.Sprintf("v1|shebang=%s|site=%s|requested=%v|python=%s|pyc=%s", opts.ScriptShebang, opts.SitePackagesDir, opts.Requested, python, compiledBy)
 	return opts, id, nil
+}
+
+// CompiledBy is the lock.CompiledBy of what this builder compiles .pyc with: "" without
+// an interpreter, else lock.CompiledByOf what the interpreter reports (its cache tag,
+// magic number and sys.version), asked once with -I -S -B (nothing written into its
+// prefix).
+func (b *Builder) CompiledBy(ctx context.Context) (string, error) {
+	b.once.Do(func() {
+		if b.Options.Interpreter == "" {
+			return
+		}
+		out, err := exec.CommandContext(ctx, b.Options.Interpreter, "-I", "-S", "-B", "-c",
+			"import sys, importlib.util, json; print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex(), sys.version]))").Output()
+		var id []string
+		if err == nil {
+			err = json.Unmarshal(out, &id)
+		}
+		if err == nil && len(id) != 3 {
+			err = fmt.Errorf("unexpected answer %q", out)
+		}
+		if err != nil {
+			b.interpEr = fmt.Errorf("running interpreter %s to compile .pyc: %w", b.Options.Interpreter, err)
+			return
+		}
+		b.interpID = lock.CompiledByOf(id[0], id[1], id[2])
+	})
+	return b.interpID, b.interpEr
+}
+
+// Stamp returns l as this builder builds it: a copy whose CompiledBy names the
+// interpreter the builder compiles .pyc with ("" for none), so that its key (and tag)
+// covers the .pyc bytes. A lock that already names another compiling interpreter is
+// refused: build it with that interpreter, or drop compiled_by from it. Take the key of
+// the stamped lock, and give it to oci.LayerArtifact.
+func (b *Builder) Stamp(ctx context.Context, l *lock.Lock) (*lock.Lock, error) {
+	by, err := b.CompiledBy(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if l.CompiledBy != "" && l.CompiledBy != by {
+		with := "no interpreter"
+		if by != "" {
+			with = fmt.Sprintf("%q", by)
+		}
+		return nil, fmt.Errorf("the lock's .pyc are compiled by %q and this build compiles with %s: give --interpreter that interpreter, or drop compiled_by from the lock", l.CompiledBy, with)
+	}
+	c := *l
+	c.CompiledBy = by
+	if _, err := c.Key(); err != nil {
+		if by != "" {
+			return nil, fmt.Errorf("--interpreter %s cannot compile this lock's .pyc: %w", b.Options.Interpreter, err)
+		}
+		return nil, err
+	}
+	return &c, nil
 }
 
 func treeKey(wheelSHA, optsID string) string {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/pylayer/pylayer/layers/pep440"
 	"github.com/pylayer/pylayer/layers/pep508"
@@ -66,7 +67,12 @@ type Lock struct {
 	Target       target.Target `json:"target"`
 	Requirements []string      `json:"requirements"`
 	Constraints  []string      `json:"constraints,omitempty"`
-	Packages     []Package     `json:"packages"`
+	// CompiledBy names the interpreter that compiled the layer's .pyc (CompiledByOf's
+	// form: "cpython-311 a70d0d0a 3.11.2 (main, ...) [GCC 12.2.0]"); "" for a layer
+	// without .pyc. It is part of the key: the .pyc change the layer's bytes, so one key
+	// has one digest. It is not part of what was resolved (ResolutionKey).
+	CompiledBy string    `json:"compiled_by,omitempty"`
+	Packages   []Package `json:"packages"`
 }
 
 // ErrInvalid is wrapped by every error about a lock's content.
@@ -133,6 +139,9 @@ func (l *Lock) Validate() error {
 	}
 	if err := l.Target.Validate(); err != nil {
 		return invalid("target: %v", err)
+	}
+	if err := checkCompiledBy(l.CompiledBy, l.Target.Python); err != nil {
+		return err
 	}
 	for _, r := range l.Requirements {
 		if _, err := pep508.ParseRequirement(r); err != nil {
@@ -226,13 +235,52 @@ func (l *Lock) Content() ([]byte, error) {
 	return c.Canonical()
 }
 
-// Key is the sha256 (hex) of Content: index URLs are provenance, outside the key.
+// Key is the sha256 (hex) of Content: index URLs are provenance, outside the key; the
+// compiling interpreter (CompiledBy) is inside it.
 func (l *Lock) Key() (string, error) {
 	b, err := l.Content()
 	if err != nil {
 		return "", err
 	}
 	return KeyOf(b), nil
+}
+
+// ResolutionKey is the key of what was resolved: Key with CompiledBy left out. Which
+// interpreter compiles a layer's .pyc changes its bytes but not its wheels, so an ext
+// lock names its base by the base's ResolutionKey (Base), and the base layer fits it
+// whichever interpreter compiled it. For a lock without CompiledBy it equals Key.
+func (l *Lock) ResolutionKey() (string, error) {
+	c := *l
+	c.CompiledBy = ""
+	return c.Key()
+}
+
+// maxCompiledBy bounds CompiledBy; real ones are under a hundred bytes.
+const maxCompiledBy = 256
+
+// CompiledByOf is the CompiledBy of an interpreter from what it reports:
+// sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER in hex and sys.version
+// (whose runs of white space become one space).
+func CompiledByOf(cacheTag, magic, version string) string {
+	return cacheTag + " " + magic + " " + strings.Join(strings.Fields(version), " ")
+}
+
+var compiledByRE = regexp.MustCompile(`^(cpython-3[0-9]+) [0-9a-f]{8} [!-~]+( [!-~]+)*$`)
+
+// checkCompiledBy checks that s is "" or CompiledByOf an interpreter of python ("3.11"):
+// .pyc from another minor version would never be loaded.
+func checkCompiledBy(s, python string) error {
+	if s == "" {
+		return nil
+	}
+	m := compiledByRE.FindStringSubmatch(s)
+	if m == nil || len(s) > maxCompiledBy {
+		return invalid("compiled_by %q: want \"CACHE_TAG MAGIC SYS.VERSION\" (e.g. \"cpython-311 a70d0d0a 3.11.2 ...\"), printable ASCII, at most %d bytes", s, maxCompiledBy)
+	}
+	if want := "cpython-" + strings.ReplaceAll(python, ".", ""); m[1] != want {
+		return invalid("compiled_by %q: the .pyc of a python %s layer must be compiled by a python %s interpreter (%s)", s, python, python, want)
+	}
+	return nil
 }
 
 // KeyOf is the key of content bytes (what Content returns): their sha256 in hex.

@@ -54,7 +54,7 @@ func NewLock(ctx context.Context, idx Index, wh Wheelhouse, spec LockSpec) (*loc
 	}
 	opts := Options{Target: spec.Target, Constraints: spec.Constraints, Pre: spec.Pre}
 	if spec.Base != nil {
-		key, err := spec.Base.Key()
+		key, err := spec.Base.ResolutionKey() // what was resolved, whoever compiled its .pyc
 		if err != nil {
 			return nil, err
 		}

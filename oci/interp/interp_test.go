@@ -231,9 +231,10 @@ func TestArtifactTarball(t *testing.T) {
 // two keys, two tags and two digests; probing and packing write nothing into either.
 func TestArtifactNamedByBytes(t *testing.T) {
 	ctx := context.Background()
+	src := debianPrefix(t)
 	_, c1, d1 := builtPrefix(t)
 	other := filepath.Join(t.TempDir(), "python")
-	if err := cloneTree(debianPrefix(t), other); err != nil {
+	if err := cloneTree(src, other); err != nil {
 		t.Fatal(err)
 	}
 	site := filepath.Join(other, "lib", "python3.11", "sitecustomize.py")
