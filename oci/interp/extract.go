@@ -37,6 +37,7 @@ func DefaultLimits() Limits {
 func extract(ctx context.Context, r io.Reader, dst string, lim Limits) error {
 	entries, err := untar.Extract(ctx, r, dst, untar.Options{
 		Limits:        lim,
+		What:          "interpreter tarball",
 		Gzip:          true,
 		Symlinks:      true,
 		Hardlinks:     true,
@@ -52,5 +53,5 @@ func extract(ctx context.Context, r io.Reader, dst string, lim Limits) error {
 		}
 	}
 	os.RemoveAll(dst)
-	return fmt.Errorf("%w: no %s/bin/: not a python-build-standalone install_only tarball", ErrUnsafeTarball, TopDir)
+	return fmt.Errorf("unsafe interpreter tarball: no %s/bin/: not a python-build-standalone install_only tarball (%w)", TopDir, ErrUnsafeTarball)
 }

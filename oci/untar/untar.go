@@ -47,6 +47,9 @@ func DefaultLimits() Limits {
 // Limits set) is the strictest: a plain tar of regular files and directories.
 type Options struct {
 	Limits Limits
+	// What the archive is, for messages: "layer archive", "interpreter
+	// tarball". The default is "archive".
+	What string
 	// Gzip: the stream is a gzip'd tar.
 	Gzip bool
 	// Symlinks accepts symbolic links whose target passes oci.CheckSymlink
@@ -108,6 +111,10 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 		return nil, fmt.Errorf("opening the directory to unpack into: %w", err)
 	}
 	defer root.Close()
+	x := &extractor{root: root, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{}}
+	if x.o.What == "" {
+		x.o.What = "archive"
+	}
 	src := fsx.Reader(ctx, r)
 	if o.Gzip {
 		zr, err := gzip.NewReader(src)
@@ -115,12 +122,11 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
-			return nil, fmt.Errorf("%w: not a gzip stream: %v", ErrUnsafe, err)
+			return nil, x.unsafe("", "not a gzip stream: %v", err)
 		}
 		defer zr.Close()
 		src = zr
 	}
-	x := &extractor{root: root, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{}}
 	tr := tar.NewReader(src)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -134,7 +140,7 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr
 			}
-			return nil, fmt.Errorf("%w: reading the tar after %d entries: %v", ErrUnsafe, x.count, err)
+			return nil, x.unsafe("", "reading the tar after %d entries: %v", x.count, err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
 			if cerr := ctx.Err(); cerr != nil {
@@ -144,7 +150,7 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 		}
 	}
 	if x.count == 0 {
-		return nil, fmt.Errorf("%w: the archive has no entries", ErrUnsafe)
+		return nil, x.unsafe("", "the archive has no entries")
 	}
 	sort.Slice(x.out, func(i, j int) bool { return x.out[i].Path < x.out[j].Path })
 	return x.out, nil
@@ -161,20 +167,32 @@ type extractor struct {
 	out   []Entry
 }
 
-func unsafeEntry(name, format string, args ...any) error {
-	return fmt.Errorf("%w: entry %q: %s", ErrUnsafe, name, fmt.Sprintf(format, args...))
+// unsafeError is ErrUnsafe, and ErrTooLarge when large, worded for the archive
+// at hand ("unsafe layer archive: entry ...").
+type unsafeError struct {
+	msg   string
+	large bool
 }
 
-func tooLarge(name, format string, args ...any) error {
-	return tooLargeError(fmt.Sprintf("%s: entry %q: %s", ErrTooLarge, name, fmt.Sprintf(format, args...)))
+func (e *unsafeError) Error() string { return e.msg }
+
+func (e *unsafeError) Is(target error) bool {
+	return target == ErrUnsafe || e.large && target == ErrTooLarge
 }
 
-// tooLargeError is both ErrTooLarge and ErrUnsafe, and says it once.
-type tooLargeError string
+// unsafe is an ErrUnsafe naming entry name ("" for the archive as a whole).
+func (x *extractor) unsafe(name, format string, args ...any) error {
+	msg := "unsafe " + x.o.What + ": "
+	if name != "" {
+		msg += fmt.Sprintf("entry %q: ", name)
+	}
+	return &unsafeError{msg: msg + fmt.Sprintf(format, args...)}
+}
 
-func (e tooLargeError) Error() string { return string(e) }
-
-func (e tooLargeError) Is(target error) bool { return target == ErrTooLarge || target == ErrUnsafe }
+// tooLarge is an ErrTooLarge (and ErrUnsafe) naming entry name.
+func (x *extractor) tooLarge(name, format string, args ...any) error {
+	return &unsafeError{msg: fmt.Sprintf("%s too large: entry %q: %s", x.o.What, name, fmt.Sprintf(format, args...)), large: true}
+}
 
 func (x *extractor) allowed() string {
 	switch {
@@ -190,51 +208,51 @@ func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
 	raw := hdr.Name
 	if hdr.Typeflag == tar.TypeXGlobalHeader {
 		if !x.o.GlobalHeaders {
-			return unsafeEntry(raw, "PAX global header: %s", x.allowed())
+			return x.unsafe(raw, "PAX global header: %s", x.allowed())
 		}
 		if err := checkPAX(hdr.PAXRecords); err != nil {
-			return unsafeEntry(raw, "PAX global header: %v", err)
+			return x.unsafe(raw, "PAX global header: %v", err)
 		}
 		return nil // it names no file
 	}
 	x.count++
 	if x.count > x.o.Limits.MaxEntries {
-		return tooLarge(raw, "more than %d entries", x.o.Limits.MaxEntries)
+		return x.tooLarge(raw, "more than %d entries", x.o.Limits.MaxEntries)
 	}
 	switch hdr.Typeflag {
 	case tar.TypeReg, tar.TypeDir:
 	case tar.TypeSymlink:
 		if !x.o.Symlinks {
-			return unsafeEntry(raw, "symlink to %q: %s", hdr.Linkname, x.allowed())
+			return x.unsafe(raw, "symlink to %q: %s", hdr.Linkname, x.allowed())
 		}
 	case tar.TypeLink:
 		if !x.o.Hardlinks {
-			return unsafeEntry(raw, "hardlink to %q: %s", hdr.Linkname, x.allowed())
+			return x.unsafe(raw, "hardlink to %q: %s", hdr.Linkname, x.allowed())
 		}
 	case tar.TypeChar, tar.TypeBlock:
-		return unsafeEntry(raw, "device node (tar entry type %q): %s", hdr.Typeflag, x.allowed())
+		return x.unsafe(raw, "device node (tar entry type %q): %s", hdr.Typeflag, x.allowed())
 	case tar.TypeFifo:
-		return unsafeEntry(raw, "named pipe (tar entry type %q): %s", hdr.Typeflag, x.allowed())
+		return x.unsafe(raw, "named pipe (tar entry type %q): %s", hdr.Typeflag, x.allowed())
 	default:
-		return unsafeEntry(raw, "tar entry type %q: %s", hdr.Typeflag, x.allowed())
+		return x.unsafe(raw, "tar entry type %q: %s", hdr.Typeflag, x.allowed())
 	}
 	if err := checkPAX(hdr.PAXRecords); err != nil {
-		return unsafeEntry(raw, "%v", err)
+		return x.unsafe(raw, "%v", err)
 	}
 	name, err := x.strip(raw, hdr.Typeflag == tar.TypeDir)
 	if err != nil {
-		return unsafeEntry(raw, "%v", err)
+		return x.unsafe(raw, "%v", err)
 	}
 	if hdr.Mode&0o7000 != 0 {
-		return unsafeEntry(raw, "mode %#o has setuid, setgid or sticky bits", hdr.Mode)
+		return x.unsafe(raw, "mode %#o has setuid, setgid or sticky bits", hdr.Mode)
 	}
 	if x.named[name] {
-		return unsafeEntry(raw, "duplicate entry")
+		return x.unsafe(raw, "duplicate entry")
 	}
 	x.named[name] = true
 	if name == "" { // Under itself
 		if hdr.Typeflag != tar.TypeDir {
-			return unsafeEntry(raw, "%s must be a directory", x.o.Under)
+			return x.unsafe(raw, "%s must be a directory", x.o.Under)
 		}
 		return nil
 	}
@@ -245,7 +263,7 @@ func (x *extractor) entry(hdr *tar.Header, tr io.Reader) error {
 		if hdr.Typeflag == tar.TypeDir && k == Dir {
 			return nil // implied by an earlier entry
 		}
-		return unsafeEntry(raw, "replaces a %s of the same name", kindName(k))
+		return x.unsafe(raw, "replaces a %s of the same name", kindName(k))
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
@@ -312,7 +330,7 @@ func (x *extractor) parents(raw, name string) error {
 				return err
 			}
 		case k != Dir:
-			return unsafeEntry(raw, "parent %q is not a directory", p)
+			return x.unsafe(raw, "parent %q is not a directory", p)
 		}
 	}
 	return nil
@@ -329,7 +347,7 @@ func (x *extractor) mkdir(raw, name string) error {
 
 func (x *extractor) symlink(raw, name, target string) error {
 	if err := oci.CheckSymlink(name, target); err != nil {
-		return unsafeEntry(raw, "%v", err)
+		return x.unsafe(raw, "%v", err)
 	}
 	if err := x.root.Symlink(target, name); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
@@ -345,11 +363,11 @@ func (x *extractor) hardlink(raw, name, target string) error {
 		if err == nil {
 			err = fmt.Errorf("it is %s/ itself", x.o.Under)
 		}
-		return unsafeEntry(raw, "hardlink to %q: %v", target, err)
+		return x.unsafe(raw, "hardlink to %q: %v", target, err)
 	}
 	i, ok := x.files[old]
 	if !ok {
-		return unsafeEntry(raw, "hardlink to %q, which is not a regular file unpacked before it", target)
+		return x.unsafe(raw, "hardlink to %q, which is not a regular file unpacked before it", target)
 	}
 	if err := x.root.Link(old, name); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
@@ -367,10 +385,10 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 	lim := x.o.Limits
 	limit := min(lim.MaxFileBytes, lim.MaxTotalBytes-x.total)
 	if hdr.Size > lim.MaxFileBytes {
-		return tooLarge(raw, "%d bytes, the limit per file is %d", hdr.Size, lim.MaxFileBytes)
+		return x.tooLarge(raw, "%d bytes, the limit per file is %d", hdr.Size, lim.MaxFileBytes)
 	}
 	if hdr.Size > limit {
-		return tooLarge(raw, "unpacking it would exceed the limit of %d bytes per archive", lim.MaxTotalBytes)
+		return x.tooLarge(raw, "unpacking it would exceed the limit of %d bytes per archive", lim.MaxTotalBytes)
 	}
 	mode := fs.FileMode(0o644)
 	if hdr.Mode&0o111 != 0 {
@@ -387,15 +405,15 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 	n, err := io.CopyN(io.MultiWriter(f, h), tr, limit+1)
 	if err != nil && err != io.EOF {
 		f.Close()
-		return fmt.Errorf("%w: entry %q: reading its content: %v", ErrUnsafe, raw, err)
+		return x.unsafe(raw, "reading its content: %v", err)
 	}
 	if n > limit { // only if the reader yields more than the header said
 		f.Close()
-		return tooLarge(raw, "more than %d bytes", limit)
+		return x.tooLarge(raw, "more than %d bytes", limit)
 	}
 	if n != hdr.Size {
 		f.Close()
-		return unsafeEntry(raw, "header says %d bytes, the archive holds %d", hdr.Size, n)
+		return x.unsafe(raw, "header says %d bytes, the archive holds %d", hdr.Size, n)
 	}
 	x.total += n
 	err = f.Chmod(mode) // not OpenFile's mode: the umask may have narrowed it

@@ -256,10 +256,14 @@ func TestExtractRefuses(t *testing.T) {
 			if o.Limits == (Limits{}) {
 				o.Limits = lim()
 			}
+			o.What = "test archive"
 			parent := t.TempDir()
 			_, err := Extract(context.Background(), bytes.NewReader(tt.raw), filepath.Join(parent, "root"), o)
 			if !errors.Is(err, ErrUnsafe) || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("err = %v, want ErrUnsafe mentioning %q", err, tt.msg)
+			}
+			if w := map[bool]string{false: "unsafe test archive: ", true: "test archive too large: "}[tt.large]; !strings.HasPrefix(err.Error(), w) {
+				t.Errorf("error does not begin %q: %v", w, err)
 			}
 			if tt.large != errors.Is(err, ErrTooLarge) {
 				t.Errorf("errors.Is(err, ErrTooLarge) = %v, want %v", !tt.large, tt.large)

@@ -67,6 +67,7 @@ func checkName(name string) error {
 func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim Limits, links bool) ([]record, error) {
 	entries, err := untar.Extract(ctx, r, dst, untar.Options{
 		Limits:   untar.Limits{MaxEntries: lim.MaxEntries, MaxFileBytes: lim.MaxFileBytes, MaxTotalBytes: lim.MaxTotalBytes},
+		What:     "layer archive",
 		Gzip:     compressed,
 		Symlinks: links,
 		Reserved: []string{metaDir},

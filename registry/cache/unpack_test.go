@@ -87,6 +87,9 @@ func TestUnsafeArchives(t *testing.T) {
 			if tt.entry != "" && !strings.Contains(err.Error(), strconv.Quote(tt.entry)) {
 				t.Errorf("error does not name the entry %q: %v", tt.entry, err)
 			}
+			if !strings.Contains(err.Error(), "layer archive") {
+				t.Errorf("error does not say it is a layer archive: %v", err)
+			}
 			if !strings.Contains(err.Error(), "evil-1.0-py3-none-any.whl") {
 				t.Errorf("error does not name the wheel: %v", err)
 			}
