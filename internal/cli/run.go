@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +12,7 @@ import (
 
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
@@ -199,32 +196,13 @@ func sessionFromBroker(cmd *cobra.Command, base, id string) (broker.Session, []b
 	if token == "" {
 		return broker.Session{}, nil, errors.New("--broker needs a token in $PYLAYER_TOKEN (the session's agent token, or its owner's)")
 	}
-	u, err := url.JoinPath(base, "v1", "sessions", id, "env")
+	c, err := client.New(base, token)
 	if err != nil {
-		return broker.Session{}, nil, fmt.Errorf("--broker %s: %w", base, err)
+		return broker.Session{}, nil, fmt.Errorf("--broker: %w", err)
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, u, nil)
-	if err != nil {
-		return broker.Session{}, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	env, err := c.Env(cmd.Context(), id)
 	if err != nil {
 		return broker.Session{}, nil, fmt.Errorf("asking the broker for session %s: %w", id, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return broker.Session{}, nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error, Hint string }
-		json.Unmarshal(body, &e)
-		return broker.Session{}, nil, fmt.Errorf("the broker answered %s for session %s: %s %s", resp.Status, id, e.Error, e.Hint)
-	}
-	var env broker.Env
-	if err := json.Unmarshal(body, &env); err != nil {
-		return broker.Session{}, nil, fmt.Errorf("the broker's answer for session %s: %w", id, err)
 	}
 	return env.Session, env.Bindings, nil
 }
