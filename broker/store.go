@@ -25,7 +25,7 @@ var (
 const (
 	StatePending  = "pending"  // waits for an approver
 	StateApproved = "approved" // auto-approved or approved; waits for the builder
-	StateBuilding = "building" // claimed by a builder (NextBuildable)
+	StateBuilding = "building" // claimed by a builder (ClaimBuild)
 	StateBuilt    = "built"    // the layer exists; not yet bound
 	StateBound    = "bound"    // bound to the session: done
 	StateDenied   = "denied"   // an approver said no
@@ -181,12 +181,12 @@ type Store interface {
 	// that records it, appended in the same transaction.
 	Transition(ctx context.Context, id string, fn func(*Request) (AuditEvent, error)) error
 	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
-	// NextBuildable claims the oldest approved request, moving it to building atomically:
-	// two callers never get the same request. ok is false when none is waiting.
-	NextBuildable(ctx context.Context) (r Request, ok bool, err error)
+	// Leases claims builds with leases (lease.go): ClaimBuild, RenewBuild, BindBuild, ...
+	Leases
 	// Bind finishes a build in one transaction: the request b.RequestID, which must be
-	// building or built (else ErrConflict), records b.Digest and lockKey and becomes
-	// bound, b is added to its session and audit is appended.
+	// building or built and under no build lease (else ErrConflict; the holder of its
+	// lease binds with BindBuild), records b.Digest and lockKey and becomes bound, b is
+	// added to its session and audit is appended.
 	Bind(ctx context.Context, b Binding, lockKey string, audit AuditEvent) error
 	// ApplyRebase applies p in one transaction (see RebasePlan).
 	ApplyRebase(ctx context.Context, p RebasePlan) error

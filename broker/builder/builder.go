@@ -34,6 +34,17 @@ type Config struct {
 	Trees   *build.Builder   // wheelhouse and per-wheel trees
 	Notify  func(requestID string)
 	Logger  *slog.Logger
+
+	// Holder names this worker in the store's leases; unique per process (default: the
+	// host name, the process ID and random bits).
+	Holder string
+	// Lease is how long a claimed build (and a layer being published) stays this
+	// worker's without a renewal; it renews every quarter of it (default
+	// broker.DefaultBuildLease). Another replica takes over once it expires.
+	Lease time.Duration
+	// Reclaim is how often an idle worker looks for work nobody was told about: builds
+	// whose holder died, requests approved on another replica (default 2s).
+	Reclaim time.Duration
 }
 
 // Worker classifies and builds requests. It implements broker.Classifier, broker.Builder
@@ -75,6 +86,16 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Notify == nil {
 		cfg.Notify = func(string) {}
 	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		cfg.Holder = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), rand.Text()[:8])
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = broker.DefaultBuildLease
+	}
+	if cfg.Reclaim <= 0 {
+		cfg.Reclaim = 2 * time.Second
+	}
 	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}}, nil
 }
 
@@ -94,22 +115,12 @@ func (w *Worker) Enqueue(context.Context, string) {
 	}
 }
 
-// Run builds approved requests, jobs at a time, until ctx ends. Requests left building
-// by a worker that died are taken up again first.
+// Run builds approved requests, jobs at a time, until ctx ends. Each build is claimed
+// with a lease (Store.ClaimBuild) that the worker renews while it builds; a build whose
+// holder died (this process before a restart, or another replica) is claimed again once
+// its lease expires, at start and by every idle worker every Reclaim, so no request stays
+// approved, building or built without an owner.
 func (w *Worker) Run(ctx context.Context, jobs int) error {
-	stale, err := w.cfg.Store.ListRequests(ctx, broker.RequestFilter{State: broker.StateBuilding})
-	if err != nil {
-		return err
-	}
-	for _, r := range stale {
-		err := w.cfg.Store.Transition(ctx, r.ID, func(q *broker.Request) (broker.AuditEvent, error) {
-			q.State = broker.StateApproved
-			return event("builder", "resume", *q, "the previous worker stopped mid-build; building again"), nil
-		})
-		if err != nil {
-			return err
-		}
-	}
 	if jobs < 1 {
 		jobs = 1
 	}
@@ -126,17 +137,25 @@ func (w *Worker) Run(ctx context.Context, jobs int) error {
 	return ctx.Err()
 }
 
+// Holder is the name of this worker in the store's leases.
+func (w *Worker) Holder() string { return w.cfg.Holder }
+
+// lease is this worker's lease as of now.
+func (w *Worker) lease() broker.Lease {
+	return broker.Lease{Holder: w.cfg.Holder, TTL: w.cfg.Lease}
+}
+
 func (w *Worker) loop(ctx context.Context) {
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(w.cfg.Reclaim)
 	defer tick.Stop()
 	for {
 		for {
-			r, ok, err := w.cfg.Store.NextBuildable(ctx)
+			r, ok, err := w.cfg.Store.ClaimBuild(ctx, w.lease())
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				w.cfg.Logger.Error("claiming a request", "err", err)
+				w.cfg.Logger.Error("claiming a build", "err", err)
 				break
 			}
 			if !ok {
@@ -155,12 +174,67 @@ func (w *Worker) loop(ctx context.Context) {
 	}
 }
 
+// errLeaseLost cancels a build whose lease this worker cannot renew.
+var errLeaseLost = errors.New("the build's lease was lost: another worker builds it now")
+
+// hold renews the lease on request id every quarter of the lease until stop is called.
+// The returned context is cancelled with errLeaseLost when the lease is gone (another
+// worker took it) or could not be renewed for a whole lease (the store is unreachable:
+// it may have expired), so that this worker stops and writes nothing more.
+func (w *Worker) hold(ctx context.Context, renew func(context.Context) error) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(w.cfg.Lease / 4)
+		defer tick.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			err := renew(ctx)
+			switch {
+			case err == nil:
+				renewed = time.Now()
+			case errors.Is(err, broker.ErrConflict):
+				cancel(errLeaseLost)
+				return
+			case ctx.Err() != nil:
+				return
+			default:
+				w.cfg.Logger.Warn("renewing a build lease", "err", err)
+				if time.Since(renewed) >= w.cfg.Lease {
+					cancel(errLeaseLost)
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return ctx, func() { once.Do(func() { close(done); cancel(nil) }) }
+}
+
 // process builds (or reuses) and binds one claimed request.
 func (w *Worker) process(ctx context.Context, r broker.Request) {
-	desc, l, err := w.build(ctx, r)
+	bctx, stop := w.hold(ctx, func(ctx context.Context) error { return w.cfg.Store.RenewBuild(ctx, r.ID, w.lease()) })
+	defer stop()
+	desc, l, err := w.build(bctx, r)
 	if err != nil {
-		if ctx.Err() != nil {
-			return // shutting down: the request stays building and resumes at the next start
+		if bctx.Err() != nil {
+			// Shutting down: the request stays building and is claimed again when its
+			// lease expires. Or the lease was lost: its new holder finishes it.
+			if errors.Is(context.Cause(bctx), errLeaseLost) {
+				w.cfg.Logger.Warn("build abandoned", "request", r.ID, "err", errLeaseLost)
+			}
+			return
+		}
+		if errors.Is(err, errLeaseLost) { // the layer's lease: claimed again once the request's expires
+			w.cfg.Logger.Warn("build abandoned", "request", r.ID, "err", err)
+			return
 		}
 		w.fail(ctx, r, err)
 		return
@@ -174,8 +248,12 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 	// One transaction: built, bound and audited, or (a crash, a failed write) still
 	// building, which the next start resumes.
 	b := broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()}
-	if err := w.cfg.Store.Bind(ctx, b, key, event("builder", "bound", r, kind+" layer "+ref)); err != nil {
+	if err := w.cfg.Store.BindBuild(ctx, w.lease(), b, key, event("builder", "bound", r, kind+" layer "+ref)); err != nil {
 		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, broker.ErrConflict) { // the lease was lost: the new holder binds it
+			w.cfg.Logger.Warn("bind abandoned", "request", r.ID, "err", err)
 			return
 		}
 		w.fail(ctx, r, err)
@@ -186,11 +264,13 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 
 func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
 	w.cfg.Logger.Warn("build failed", "request", r.ID, "err", cause)
-	err := w.cfg.Store.Transition(ctx, r.ID, func(q *broker.Request) (broker.AuditEvent, error) {
+	err := w.cfg.Store.FinishBuild(ctx, r.ID, w.lease(), func(q *broker.Request) (broker.AuditEvent, error) {
 		q.State, q.Error = broker.StateFailed, broker.RedactPaths(cause.Error()) // the agent reads it
 		return event("builder", "build-failed", *q, q.Error), nil
 	})
-	if err != nil {
+	if errors.Is(err, broker.ErrConflict) {
+		w.cfg.Logger.Warn("not recording a failed build: the lease was lost to another worker", "request", r.ID)
+	} else if err != nil {
 		w.cfg.Logger.Error("recording a failed build", "request", r.ID, "err", err)
 	}
 	w.cfg.Notify(r.ID)
@@ -245,7 +325,7 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 		delete(w.inflight, tag)
 		w.mu.Unlock()
 	}()
-	res, err := publish.Publish(ctx, w.cfg.Repo, tag, publish.Layer(w.cfg.Trees, l), w.cfg.Signer)
+	res, err := w.publishLeased(ctx, tag, l)
 	f.desc, f.err = res.Desc, err
 	if res.Pushed {
 		w.builds.Add(1)
@@ -253,6 +333,52 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 		w.binds.Add(1)
 	}
 	return f.desc, f.err
+}
+
+// layerLeaseWait is how often a worker checks whether another replica's lease on the
+// layer it needs has ended.
+const layerLeaseWait = 250 * time.Millisecond
+
+// publishLeased publishes under the store's lease named after tag, so that replicas
+// racing for one layer build it once: the others wait for the lease, then find the tag
+// published and only reuse it. The lease is renewed while publishing; if it is lost the
+// publish is cancelled.
+func (w *Worker) publishLeased(ctx context.Context, tag string, l *lock.Lock) (publish.Result, error) {
+	name := "layer:" + tag
+	wait := time.NewTicker(layerLeaseWait)
+	defer wait.Stop()
+	for {
+		ok, err := w.cfg.Store.AcquireLease(ctx, name, w.lease())
+		if err != nil {
+			return publish.Result{}, fmt.Errorf("taking the lease on layer %s: %w", tag, err)
+		}
+		if ok {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return publish.Result{}, ctx.Err()
+		case <-wait.C:
+		}
+	}
+	pctx, stop := w.hold(ctx, func(ctx context.Context) error {
+		ok, err := w.cfg.Store.AcquireLease(ctx, name, w.lease())
+		if err == nil && !ok {
+			err = fmt.Errorf("the lease on layer %s: %w: another worker took it", tag, broker.ErrConflict)
+		}
+		return err
+	})
+	defer func() {
+		stop()
+		if err := w.cfg.Store.ReleaseLease(context.WithoutCancel(ctx), name, w.cfg.Holder); err != nil {
+			w.cfg.Logger.Warn("releasing a layer lease (it expires by itself)", "layer", tag, "err", err)
+		}
+	}()
+	res, err := publish.Publish(pctx, w.cfg.Repo, tag, publish.Layer(w.cfg.Trees, l), w.cfg.Signer)
+	if err != nil && pctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("publishing layer %s: %w", tag, context.Cause(pctx))
+	}
+	return res, err
 }
 
 // upload returns the uploaded wheel of a request as a wheelhouse entry, or nil.

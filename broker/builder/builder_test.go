@@ -207,8 +207,8 @@ func TestClassifyAndBuild(t *testing.T) {
 func TestResumeAfterCrash(t *testing.T) {
 	e, s := setup(t, &catalog.Catalog{Allow: []catalog.Rule{{Name: "bar"}, {Name: "foo"}}})
 	r := e.request(t, s, "req_c", "bar")
-	// A worker claimed it and died.
-	if _, ok, err := e.store.NextBuildable(context.Background()); err != nil || !ok {
+	// A worker claimed it and died: its lease runs out.
+	if _, ok, err := e.store.ClaimBuild(context.Background(), broker.Lease{Holder: "dead", TTL: time.Millisecond}); err != nil || !ok {
 		t.Fatalf("claim: %v %v", ok, err)
 	}
 	if got, _ := e.store.GetRequest(context.Background(), r.ID); got.State != broker.StateBuilding {
@@ -222,6 +222,14 @@ func TestResumeAfterCrash(t *testing.T) {
 	<-done
 	if got.State != broker.StateBound {
 		t.Fatalf("resumed request: %+v", got)
+	}
+	l, _ := e.store.AuditLog(context.Background(), s.ID)
+	var resumed bool
+	for _, ev := range l {
+		resumed = resumed || ev.Action == "resume" && strings.Contains(ev.Detail, "dead")
+	}
+	if !resumed {
+		t.Errorf("no resume event naming the dead holder in %+v", l)
 	}
 }
 

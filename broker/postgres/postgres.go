@@ -18,11 +18,13 @@ import (
 // Store is a broker.Store in a PostgreSQL database.
 type Store struct {
 	*sqlstore.Store
+	cfg *pgx.ConnConfig // for the change feed's dedicated connection (follow.go)
 }
 
 var (
 	_ broker.Store        = (*Store)(nil)
 	_ broker.WriteChecker = (*Store)(nil)
+	_ broker.ChangeFeed   = (*Store)(nil)
 )
 
 // Option changes how Open connects.
@@ -91,7 +93,7 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", Redact(dsn), err)
 	}
-	return &Store{s}, nil
+	return &Store{Store: s, cfg: cfg}, nil
 }
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations.
@@ -104,6 +106,7 @@ var dialect = &sqlstore.Dialect{
 	Migrations:     migrations,
 	LockMigrations: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
 	CheckWrite:     checkWrite,
+	Notify:         `SELECT pg_notify('` + channel + `', ?)`,
 }
 
 // checkWrite rewrites the newest schema_migrations row with its own values: PostgreSQL

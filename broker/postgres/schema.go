@@ -67,4 +67,13 @@ var migrations = []string{
 		FOR EACH ROW EXECUTE FUNCTION audit_append_only();
 	CREATE TRIGGER audit_no_truncate BEFORE TRUNCATE ON audit
 		FOR EACH STATEMENT EXECUTE FUNCTION audit_append_only();`,
+	// 2: build leases: who builds a request until when, and named leases (one per layer).
+	// Requests left building by an older pylayer have no holder and an expired lease.
+	`ALTER TABLE requests ADD COLUMN lease_holder TEXT COLLATE "C" NOT NULL DEFAULT '';
+	ALTER TABLE requests ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+	CREATE TABLE leases (
+		name   TEXT COLLATE "C" PRIMARY KEY,
+		holder TEXT COLLATE "C" NOT NULL,
+		until  BIGINT NOT NULL
+	);`,
 }

@@ -64,6 +64,15 @@ var migrations = []string{
 	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+	// 2: build leases: who builds a request until when, and named leases (one per layer).
+	// Requests left building by an older pylayer have no holder and an expired lease.
+	`ALTER TABLE requests ADD COLUMN lease_holder TEXT NOT NULL DEFAULT '';
+	ALTER TABLE requests ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0;
+	CREATE TABLE leases (
+		name   TEXT PRIMARY KEY,
+		holder TEXT NOT NULL,
+		until  BIGINT NOT NULL
+	);`,
 }
 
 // SchemaVersion is the schema version this package writes.

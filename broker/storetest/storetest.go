@@ -35,8 +35,13 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"UpdateRequest", testUpdateRequest},
 		{"UpdateRequestConcurrent", testUpdateRequestConcurrent},
 		{"ListRequests", testListRequests},
-		{"NextBuildable", testNextBuildable},
-		{"NextBuildableConcurrent", testNextBuildableConcurrent},
+		{"ClaimBuild", testClaimBuild},
+		{"ClaimBuildConcurrent", testClaimBuildConcurrent},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"LeaseRenew", testLeaseRenew},
+		{"LeaseFinish", testLeaseFinish},
+		{"NamedLeases", testNamedLeases},
+		{"NamedLeasesConcurrent", testNamedLeasesConcurrent},
 		{"Bindings", testBindings},
 		{"Audit", testAudit},
 		{"AuditAppendOnly", testAuditAppendOnly},
@@ -264,9 +269,9 @@ func testListRequests(t *testing.T, s broker.Store) {
 	}
 }
 
-func testNextBuildable(t *testing.T, s broker.Store) {
+func testClaimBuild(t *testing.T, s broker.Store) {
 	ctx := context.Background()
-	if _, ok, err := s.NextBuildable(ctx); err != nil || ok {
+	if _, ok, err := s.ClaimBuild(ctx, lease("w1", 0)); err != nil || ok {
 		t.Fatalf("empty store: ok=%v err=%v", ok, err)
 	}
 	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
@@ -274,10 +279,10 @@ func testNextBuildable(t *testing.T, s broker.Store) {
 	must(t, s.CreateRequest(ctx, request("pend", "s1", broker.StatePending, 0)))
 	must(t, s.CreateRequest(ctx, request("early", "s1", broker.StateApproved, 1)))
 	for _, want := range []string{"early", "late"} {
-		r, ok, err := s.NextBuildable(ctx)
+		r, ok, err := s.ClaimBuild(ctx, lease("w1", 0))
 		must(t, err)
 		if !ok || r.ID != want || r.State != broker.StateBuilding {
-			t.Fatalf("NextBuildable = %s %s %v, want %s building", r.ID, r.State, ok, want)
+			t.Fatalf("ClaimBuild = %s %s %v, want %s building", r.ID, r.State, ok, want)
 		}
 		stored, _ := s.GetRequest(ctx, want)
 		if stored.State != broker.StateBuilding {
@@ -285,13 +290,19 @@ func testNextBuildable(t *testing.T, s broker.Store) {
 		}
 		same(t, "claimed specs", r.Specs, []string{"foo==1.0", "bar>=2"})
 	}
-	if r, ok, err := s.NextBuildable(ctx); err != nil || ok {
-		t.Fatalf("drained: got %s ok=%v err=%v", r.ID, ok, err)
+	if r, ok, err := s.ClaimBuild(ctx, lease("w2", 0)); err != nil || ok {
+		t.Fatalf("drained (the claims' leases live): got %s ok=%v err=%v", r.ID, ok, err)
+	}
+	if l, _ := s.AuditLog(ctx, "s1"); len(l) != 0 {
+		t.Errorf("claims of approved requests audited %+v; only takeovers of expired leases are", l)
+	}
+	if _, _, err := s.ClaimBuild(ctx, broker.Lease{Holder: "w1"}); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("a lease without a TTL: err = %v, want ErrInvalid", err)
 	}
 }
 
-// testNextBuildableConcurrent: many claimers, every approved request claimed exactly once.
-func testNextBuildableConcurrent(t *testing.T, s broker.Store) {
+// testClaimBuildConcurrent: many claimers, every approved request claimed exactly once.
+func testClaimBuildConcurrent(t *testing.T, s broker.Store) {
 	ctx := context.Background()
 	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
 	const n, workers = 60, 8
@@ -301,10 +312,10 @@ func testNextBuildableConcurrent(t *testing.T, s broker.Store) {
 	var mu sync.Mutex
 	var claimed []string
 	var wg sync.WaitGroup
-	for range workers {
+	for i := range workers {
 		wg.Go(func() {
 			for {
-				r, ok, err := s.NextBuildable(ctx)
+				r, ok, err := s.ClaimBuild(ctx, lease(fmt.Sprintf("w%d", i), 0))
 				if err != nil {
 					t.Error(err)
 					return

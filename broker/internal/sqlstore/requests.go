@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/pylayer/pylayer/broker"
 )
@@ -111,7 +110,7 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	} else if !ok {
 		return fmt.Errorf("creating request %q: %w: it exists", r.ID, broker.ErrConflict)
 	}
-	return nil
+	return t.notify(ctx, r.ID)
 }
 
 // GetRequest implements broker.Store.
@@ -136,17 +135,20 @@ func (s *Store) UpdateRequest(ctx context.Context, id string, fn func(*broker.Re
 
 // Transition implements broker.Store.
 func (s *Store) Transition(ctx context.Context, id string, fn func(*broker.Request) (broker.AuditEvent, error)) error {
-	return s.inTx(ctx, func(t tx) error {
-		var e broker.AuditEvent
-		if _, err := t.updateRequest(ctx, id, func(r *broker.Request) error {
-			var err error
-			e, err = fn(r)
-			return err
-		}); err != nil {
-			return err
-		}
-		return t.audit(ctx, e)
-	})
+	return s.inTx(ctx, func(t tx) error { return t.transition(ctx, id, fn) })
+}
+
+// transition is Transition inside t.
+func (t tx) transition(ctx context.Context, id string, fn func(*broker.Request) (broker.AuditEvent, error)) error {
+	var e broker.AuditEvent
+	if _, err := t.updateRequest(ctx, id, func(r *broker.Request) error {
+		var err error
+		e, err = fn(r)
+		return err
+	}); err != nil {
+		return err
+	}
+	return t.audit(ctx, e)
 }
 
 // lockRequest reads a request to change it.
@@ -194,7 +196,7 @@ func (t tx) updateRequest(ctx context.Context, id string, fn func(*broker.Reques
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return old, fmt.Errorf("updating request %q: %d rows changed, want 1 (%v)", id, n, err)
 	}
-	return r, nil
+	return r, t.notify(ctx, id)
 }
 
 // ListRequests implements broker.Store.
@@ -208,22 +210,6 @@ func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]bro
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}
 	return collect(rows, "listing requests", scanRequest)
-}
-
-// NextBuildable implements broker.Store. One UPDATE ... RETURNING claims the row, so the
-// claim is atomic without a read-then-write race; the dialect's SkipLocked lets
-// concurrent claimers pass over the row being claimed instead of queueing behind it.
-func (s *Store) NextBuildable(ctx context.Context) (broker.Request, bool, error) {
-	r, err := scanRequest(s.db.QueryRowContext(ctx, s.q(`UPDATE requests SET state = ?, updated = ?
-		WHERE id = (SELECT id FROM requests WHERE state = ? ORDER BY created, id LIMIT 1`+s.d.SkipLocked+`) AND state = ?
-		RETURNING `+requestCols), broker.StateBuilding, time.Now().UnixNano(), broker.StateApproved, broker.StateApproved))
-	if errors.Is(err, sql.ErrNoRows) {
-		return broker.Request{}, false, nil
-	}
-	if err != nil {
-		return broker.Request{}, false, fmt.Errorf("claiming a buildable request: %w", err)
-	}
-	return r, true, nil
 }
 
 // prefixed qualifies each column of a column list with the table alias p.

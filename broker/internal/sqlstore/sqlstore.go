@@ -29,6 +29,9 @@ type Dialect struct {
 	// LockMigrations, if set, runs first in the migration transaction so that processes
 	// starting at once migrate one after the other.
 	LockMigrations string
+	// Notify, if set, runs in every transaction that changes a request, with the
+	// request's ID, to tell the other replicas at commit (PostgreSQL: pg_notify).
+	Notify string
 	// CheckWrite proves the database accepts a write without changing what it holds.
 	CheckWrite func(ctx context.Context, tx *sql.Tx) error
 }

@@ -10,8 +10,13 @@ import (
 	"github.com/pylayer/pylayer/broker"
 )
 
-// Bind implements broker.Store.
+// Bind implements broker.Store: BindBuild outside any lease.
 func (s *Store) Bind(ctx context.Context, b broker.Binding, lockKey string, audit broker.AuditEvent) error {
+	return s.bind(ctx, "", b, lockKey, audit)
+}
+
+// bind is Bind by holder ("": a request never leased), which ends the lease.
+func (s *Store) bind(ctx context.Context, holder string, b broker.Binding, lockKey string, audit broker.AuditEvent) error {
 	if b.RequestID == "" {
 		return fmt.Errorf("binding: %w: the binding names no request", broker.ErrInvalid)
 	}
@@ -19,6 +24,9 @@ func (s *Store) Bind(ctx context.Context, b broker.Binding, lockKey string, audi
 		return fmt.Errorf("binding request %q: %w", b.RequestID, err)
 	}
 	return s.inTx(ctx, func(t tx) error {
+		if err := t.holds(ctx, b.RequestID, holder); err != nil {
+			return fmt.Errorf("binding: %w", err)
+		}
 		_, err := t.updateRequest(ctx, b.RequestID, func(r *broker.Request) error {
 			if r.SessionID != b.SessionID {
 				return fmt.Errorf("binding request %q: %w: it belongs to session %q, not %q", r.ID, broker.ErrInvalid, r.SessionID, b.SessionID)
@@ -34,6 +42,9 @@ func (s *Store) Bind(ctx context.Context, b broker.Binding, lockKey string, audi
 			return err
 		}
 		if err := t.insertBinding(ctx, &b); err != nil {
+			return err
+		}
+		if err := t.endLease(ctx, b.RequestID); err != nil {
 			return err
 		}
 		return t.audit(ctx, audit)

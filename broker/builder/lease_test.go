@@ -1,0 +1,86 @@
+package builder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/catalog"
+	"github.com/pylayer/pylayer/layers/build"
+)
+
+// TestReplicasBuildOnce: two workers (two replicas) on one store, identical requests in
+// many sessions: every request is bound to the same layer, which is built once.
+func TestReplicasBuildOnce(t *testing.T) {
+	e, s := setup(t, &catalog.Catalog{Allow: []catalog.Rule{{Name: "bar"}, {Name: "foo"}}})
+	ctx := context.Background()
+	cfg2 := e.w.cfg
+	cfg2.Holder = ""
+	cfg2.Trees = &build.Builder{Root: t.TempDir(), Fetcher: e.idx} // its own host cache
+	w2, err := New(cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.Holder() == e.w.Holder() {
+		t.Fatalf("two workers share the holder name %s", w2.Holder())
+	}
+	var ids []string
+	for i := range 6 {
+		se := s
+		se.ID = fmt.Sprintf("ses_%d", i)
+		if err := e.store.CreateSession(ctx, se); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.request(t, se, fmt.Sprintf("req_%d", i), "bar").ID)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{}, 2)
+	for _, w := range []*Worker{e.w, w2} {
+		go func() { w.Run(rctx, 3); done <- struct{}{} }()
+	}
+	digests := map[string]int{}
+	for _, id := range ids {
+		r := e.waitTerminal(t, id)
+		if r.State != broker.StateBound {
+			t.Fatalf("%s: %s (%s)", id, r.State, r.Error)
+		}
+		digests[r.Digest]++
+	}
+	cancel()
+	<-done
+	<-done
+	if len(digests) != 1 {
+		t.Errorf("identical requests bound to %d layers: %v", len(digests), digests)
+	}
+	if b := e.w.Builds() + w2.Builds(); b != 1 {
+		t.Errorf("the layer was built %d times across the replicas (%d + %d), want once", b, e.w.Builds(), w2.Builds())
+	}
+}
+
+// TestHoldLosesLease: the heartbeat renews every quarter lease and cancels the build, with
+// errLeaseLost as the cause, once the store says the lease is another worker's.
+func TestHoldLosesLease(t *testing.T) {
+	e, _ := setup(t, nil)
+	w := e.w
+	w.cfg.Lease = 40 * time.Millisecond
+	var calls atomic.Int32
+	ctx, stop := w.hold(context.Background(), func(context.Context) error {
+		if calls.Add(1) < 3 {
+			return nil
+		}
+		return fmt.Errorf("lease: %w", broker.ErrConflict)
+	})
+	defer stop()
+	select {
+	case <-ctx.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the build was not cancelled after its lease was lost")
+	}
+	if !errors.Is(context.Cause(ctx), errLeaseLost) || calls.Load() != 3 {
+		t.Errorf("cause %v after %d renewals, want errLeaseLost after 3", context.Cause(ctx), calls.Load())
+	}
+}
