@@ -32,6 +32,7 @@ type Layer struct {
 	Kind   lock.Kind
 	Digest digest.Digest
 
+	config  []byte // the lock, or the interpreter config: what Check reads
 	release func()
 }
 
@@ -58,7 +59,7 @@ func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, release: release}, nil
+	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, config: u.Config, release: release}, nil
 }
 
 // Release lets gc collect the layer again (once no other use holds it). It is safe to call
@@ -106,7 +107,8 @@ func (e *Env) Apply(spec *sandbox.Spec) {
 }
 
 // Assemble ensures python (an interpreter artifact, or "" for degraded mode) and layers
-// (base, ext or iso, in mount order) and holds them all. On an error it releases what it
+// (base, ext or iso, in mount order), holds them all and checks that they fit together
+// (Check: Python, ABI, platform, the base of every ext layer). On an error it releases what it
 // held; the error names the reference as the flag that gave it (--python, --layer).
 func Assemble(ctx context.Context, o Options, python string, layers []string) (*Env, error) {
 	e := &Env{}
@@ -132,6 +134,10 @@ func Assemble(ctx context.Context, o Options, python string, layers []string) (*
 			e.Release()
 			return nil, fmt.Errorf("--layer %s is an interpreter: give it with --python", ref)
 		}
+	}
+	if err := Check(e.Interpreter, e.Layers); err != nil {
+		e.Release()
+		return nil, err
 	}
 	return e, nil
 }

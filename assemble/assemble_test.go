@@ -43,13 +43,11 @@ func putLayer(t *testing.T, dir string, k lock.Kind, name string) string {
 	must(t, bw.Flush())
 	must(t, f.Close())
 	blob := oci.LayerBlob{Path: f.Name(), Desc: desc, Title: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
-	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
-	must(t, err)
-	l := &lock.Lock{Version: lock.FormatVersion, Kind: k, Target: tg, Requirements: []string{name}, Packages: []lock.Package{{
-		Name: name, Version: "1.0", Filename: blob.Title, URL: "https://index.invalid/" + blob.Title,
-		SHA256: blob.WheelSHA256, Size: 1, RequiredBy: []string{lock.Requested}}}}
-	if k == lock.KindExt {
-		l.Base = strings.Repeat("b", 64)
+	l := layerLock(t, k, name)
+	if k == lock.KindExt { // over the base putLayer makes of "pin"
+		key, err := layerLock(t, lock.KindBase, "pin").Key()
+		must(t, err)
+		l.Base = key
 	}
 	canon, err := l.Content()
 	must(t, err)
@@ -60,6 +58,17 @@ func putLayer(t *testing.T, dir string, k lock.Kind, name string) string {
 	md, err := layout.Put(ctx, a, name)
 	must(t, err)
 	return "oci:" + dir + "@" + md.Digest.String()
+}
+
+// layerLock is the lock of putLayer's one-wheel layer of kind k (an ext one without its base).
+func layerLock(t *testing.T, k lock.Kind, name string) *lock.Lock {
+	t.Helper()
+	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	must(t, err)
+	title := name + "-1.0-py3-none-any.whl"
+	return &lock.Lock{Version: lock.FormatVersion, Kind: k, Target: tg, Requirements: []string{name}, Packages: []lock.Package{{
+		Name: name, Version: "1.0", Filename: title, URL: "https://index.invalid/" + title,
+		SHA256: digest.FromString(name).Encoded(), Size: 1, RequiredBy: []string{lock.Requested}}}}
 }
 
 // unsignedPolicy accepts unsigned artifacts from the layout dir, by explicit choice.
@@ -134,6 +143,8 @@ func TestAssemble(t *testing.T) {
 		{"a layer as the interpreter", base, nil, "--python " + base + " is a base layer, not an interpreter"},
 		{"a bad reference", "", []string{"oci:" + dir + "@sha256:nothex"}, "--layer oci:"},
 		{"a missing layer", "", []string{base, "oci:" + dir + "@" + digest.FromString("none").String()}, "--layer oci:"},
+		{"an ext layer without its base", "", []string{ext}, "layer " + ext + " needs base "},
+		{"an ext layer on another base", "", []string{putLayer(t, dir, lock.KindBase, "other"), ext}, "layer " + ext + " needs base "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e, err := Assemble(ctx, o, c.python, c.layers)

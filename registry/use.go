@@ -22,6 +22,7 @@ type Use struct {
 	Digest    digest.Digest   // the manifest digest
 	Manifest  *v1.Manifest    // as the cache keeps it, checked against Digest and its lock
 	Kind      string          // "python" for an interpreter, else the layer's kind (base, ext, iso)
+	Config    []byte          // the config blob (the lock, or the interpreter config), checked against Manifest
 	Admission cache.Admission // the recorded admission the policy accepted
 }
 
@@ -59,7 +60,7 @@ func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo strin
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
-	u.Manifest = m
+	u.Manifest, u.Config = m, config
 	if err := CheckConsistent(m, config); err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}

@@ -81,6 +81,7 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 				it.OK, it.Digest, it.Root = true, l.Digest.String(), l.Root
 				return it, l
 			}
+			var py *assemble.Layer
 			if python != "" {
 				it, l := get(python)
 				rep.Python = it
@@ -89,7 +90,7 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 					if l.Kind != lock.KindPython {
 						it.OK, it.Error = false, "not an interpreter artifact"
 					} else {
-						spec.Interpreter = l.Root
+						spec.Interpreter, py = l.Root, l
 					}
 				}
 			}
@@ -98,7 +99,11 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 				rep.Base = it
 				if l != nil {
 					defer l.Release()
-					spec.Layers = []sandbox.Layer{l.Sandbox(0)}
+					if err := assemble.Check(py, []*assemble.Layer{l}); err != nil {
+						it.OK, it.Error = false, err.Error() // it does not fit the interpreter: not mounted
+					} else {
+						spec.Layers = []sandbox.Layer{l.Sandbox(0)}
+					}
 				}
 			}
 			rep.Degraded = spec.Degraded()
