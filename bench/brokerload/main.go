@@ -8,18 +8,15 @@
 // then starts N agents at once; each polls GET /v1/sessions/{id}/env POLLS times, POSTs a
 // request for specs[i % len(specs)] (so most requests are identical and bind an existing
 // layer without a build) and long-polls GET /v1/requests/{id}?wait=30s until it is
-// terminal. It prints throughput, p50/p99/max latency per endpoint and the wall time, and
+// terminal (through broker/client). It prints throughput, p50/p99/max latency per endpoint and the wall time, and
 // exits non-zero unless every request ends bound. Loopback only; every loop is bounded.
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,6 +26,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -95,81 +94,30 @@ func writeWheels(dir string) error {
 	return nil
 }
 
-// client records the latency of every call by endpoint.
-type client struct {
-	base string
-	hc   *http.Client
-
+// latencies records the latency of every call by endpoint (the client's observer).
+type latencies struct {
 	mu  sync.Mutex
 	lat map[string][]time.Duration
-	n   int
 }
 
-func (c *client) call(ctx context.Context, endpoint, method, path, token string, body, out any) (int, error) {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	start := time.Now()
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%s %s: %w", method, endpoint, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	d := time.Since(start)
-	c.mu.Lock()
-	c.lat[endpoint] = append(c.lat[endpoint], d)
-	c.n++
-	c.mu.Unlock()
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if resp.StatusCode >= 300 {
-		return resp.StatusCode, fmt.Errorf("%s %s: %s: %s", method, endpoint, resp.Status, bytes.TrimSpace(b))
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: %w", method, endpoint, err)
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-type session struct {
-	ID    string
-	Agent string
-}
-
-type request struct {
-	ID    string `json:"id"`
-	State string `json:"state"`
-	Error string `json:"error"`
-}
-
-func terminal(s string) bool {
-	return s == "bound" || s == "denied" || s == "rejected" || s == "failed"
+func (l *latencies) observe(c client.Call) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lat[c.Endpoint] = append(l.lat[c.Endpoint], c.Duration)
 }
 
 func bench(ctx context.Context, cfg config) error {
 	tr := &http.Transport{MaxIdleConns: cfg.n + 16, MaxIdleConnsPerHost: cfg.n + 16, Proxy: nil}
 	defer tr.CloseIdleConnections()
-	c := &client{base: strings.TrimSuffix(cfg.url, "/"), hc: &http.Client{Transport: tr}, lat: map[string][]time.Duration{}}
+	lat := &latencies{lat: map[string][]time.Duration{}}
+	owner, err := client.New(cfg.url, cfg.token, client.WithHTTPClient(&http.Client{Transport: tr}), client.WithObserver(lat.observe))
+	if err != nil {
+		return err
+	}
 
 	// Sessions, 16 at a time (setup; reported but not part of the agents' wall time).
-	sessions := make([]session, cfg.n)
+	sessions := make([]*client.Client, cfg.n)
+	ids := make([]string, cfg.n)
 	errs := make([]error, cfg.n)
 	setup := time.Now()
 	sem := make(chan struct{}, 16)
@@ -180,12 +128,8 @@ func bench(ctx context.Context, cfg config) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var cs struct {
-				Session    struct{ ID string }
-				AgentToken string `json:"agent_token"`
-			}
-			_, errs[i] = c.call(ctx, "POST /v1/sessions", "POST", "/v1/sessions", cfg.token, nil, &cs)
-			sessions[i] = session{ID: cs.Session.ID, Agent: cs.AgentToken}
+			cs, err := owner.CreateSession(ctx, client.NewSession{})
+			ids[i], sessions[i], errs[i] = cs.Session.ID, owner.WithToken(cs.AgentToken), err
 		}()
 	}
 	wg.Wait()
@@ -196,15 +140,15 @@ func bench(ctx context.Context, cfg config) error {
 
 	// Agents, all at once.
 	toBound := make([]time.Duration, cfg.n)
-	final := make([]request, cfg.n)
+	final := make([]broker.Request, cfg.n)
 	gate := make(chan struct{})
-	for i, se := range sessions {
+	for i, agentClient := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-gate
 			t0 := time.Now()
-			errs[i] = agent(ctx, c, cfg, i, se, &final[i])
+			final[i], errs[i] = agent(ctx, agentClient, cfg, i, ids[i])
 			toBound[i] = time.Since(t0)
 		}()
 	}
@@ -219,14 +163,14 @@ func bench(ctx context.Context, cfg config) error {
 		switch {
 		case errs[i] != nil:
 			failures = append(failures, errs[i].Error())
-		case r.State == "bound":
+		case r.State == broker.StateBound:
 			bound++
 		default:
 			failures = append(failures, fmt.Sprintf("request %s ended %s %s", r.ID, r.State, r.Error))
 		}
 	}
 	calls := 0
-	for ep, l := range c.lat {
+	for ep, l := range lat.lat {
 		if ep != "POST /v1/sessions" {
 			calls += len(l)
 		}
@@ -239,12 +183,12 @@ func bench(ctx context.Context, cfg config) error {
 	fmt.Printf("request-to-bound per agent  p50 %s  p99 %s  max %s\n", pct(toBound, 50), pct(toBound, 99), pct(toBound, 100))
 	fmt.Printf("%-36s %6s %10s %10s %10s\n", "endpoint", "calls", "p50", "p99", "max")
 	var eps []string
-	for ep := range c.lat {
+	for ep := range lat.lat {
 		eps = append(eps, ep)
 	}
 	sort.Strings(eps)
 	for _, ep := range eps {
-		l := c.lat[ep]
+		l := lat.lat[ep]
 		fmt.Printf("%-36s %6d %10s %10s %10s\n", ep, len(l), pct(l, 50), pct(l, 99), pct(l, 100))
 	}
 	if len(failures) > 0 {
@@ -256,26 +200,18 @@ func bench(ctx context.Context, cfg config) error {
 	return nil
 }
 
-// agent is one agent's life: look at the env, ask, wait until bound.
-func agent(ctx context.Context, c *client, cfg config, i int, se session, out *request) error {
+// agent is one agent's life: look at the env, ask, wait until bound (at most 20 long polls).
+func agent(ctx context.Context, c *client.Client, cfg config, i int, session string) (broker.Request, error) {
 	for range cfg.polls {
-		if _, err := c.call(ctx, "GET /v1/sessions/{id}/env", "GET", "/v1/sessions/"+se.ID+"/env", se.Agent, nil, nil); err != nil {
-			return err
+		if _, err := c.Env(ctx, session); err != nil {
+			return broker.Request{}, err
 		}
 	}
-	spec := cfg.specs[i%len(cfg.specs)]
-	var r request
-	if _, err := c.call(ctx, "POST /v1/sessions/{id}/requests", "POST", "/v1/sessions/"+se.ID+"/requests", se.Agent,
-		map[string]any{"packages": []string{spec}}, &r); err != nil {
-		return err
+	r, err := c.Ask(ctx, session, cfg.specs[i%len(cfg.specs)])
+	for try := 0; err == nil && try < 20 && !broker.Terminal(r.State); try++ {
+		r, err = c.Poll(ctx, r.ID, 30*time.Second)
 	}
-	for try := 0; try < 20 && !terminal(r.State); try++ {
-		if _, err := c.call(ctx, "GET /v1/requests/{id}?wait=30s", "GET", "/v1/requests/"+r.ID+"?wait=30s", se.Agent, nil, &r); err != nil {
-			return err
-		}
-	}
-	*out = r
-	return nil
+	return r, err
 }
 
 // pct is the p-th percentile (nearest rank) of l, rounded for printing.
