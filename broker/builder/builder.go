@@ -295,6 +295,9 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
+	if err := w.fits(ctx, s, base, l); err != nil { // the session may have moved since it was classified
+		return v1.Descriptor{}, nil, err
+	}
 	tag, _, err := l.Tag()
 	if err != nil {
 		return v1.Descriptor{}, nil, err

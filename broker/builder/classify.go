@@ -132,6 +132,13 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 	creq := catalog.Request{Requested: specs, Uploaded: up != nil}
 	l, rerr := w.lockFor(ctx, base, specs, up, false)
 	if rerr == nil {
+		if err := w.fits(ctx, s, base, l); errors.Is(err, lock.ErrIncompatible) {
+			rerr = outcome{err} // a fact about the request: rejected with both sides named
+		} else if err != nil {
+			return broker.Request{}, unavailable(err)
+		}
+	}
+	if rerr == nil {
 		// Fetch the wheels now, hash checked, into the wheelhouse the build uses: a wheel
 		// whose bytes do not match the index's hash is refused before anyone approves it.
 		for _, p := range l.Packages {
@@ -275,6 +282,10 @@ func (w *Worker) resolveLock(ctx context.Context, base *lock.Lock, specs []strin
 	if len(l.Packages) == 0 {
 		return nil, errors.New("nothing to add: the base layer already provides everything requested")
 	}
+	// The lock as this worker builds it: its key covers the interpreter compiling the .pyc.
+	if l, err = w.cfg.Trees.Stamp(ctx, l); err != nil {
+		return nil, resolveErr{err} // the interpreter failed: not a fact about the request
+	}
 	return l, nil
 }
 
@@ -319,7 +330,8 @@ func (w *Worker) Current(ctx context.Context) (interp, base string, baseLock []b
 	if baseLock, err = io.ReadAll(rc); err != nil {
 		return "", "", nil, err
 	}
-	if l, err := lock.Parse(baseLock); err != nil || l.Kind != lock.KindBase {
+	bl, err := lock.Parse(baseLock)
+	if err != nil || bl.Kind != lock.KindBase {
 		return "", "", nil, fmt.Errorf("%s:%s is not a base layer", repo.Name(), CurrentTag)
 	}
 	if pd, err := repo.Resolve(ctx, PythonCurrentTag); err == nil {
@@ -327,6 +339,13 @@ func (w *Worker) Current(ctx context.Context) (interp, base string, baseLock []b
 			return "", "", nil, err
 		}
 		interp = pd.Digest.String()
+		py, err := w.interpreterTarget(ctx, interp)
+		if err != nil {
+			return "", "", nil, err
+		}
+		if err := lock.CheckStack(py, repo.Name()+":"+PythonCurrentTag, []lock.Named{{Name: repo.Name() + ":" + CurrentTag, Lock: bl}}); err != nil {
+			return "", "", nil, fmt.Errorf("the current base and interpreter: %w", err)
+		}
 	}
 	return interp, d.Digest.String(), baseLock, nil
 }
