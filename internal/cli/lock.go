@@ -84,9 +84,6 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 	if f.out == "" {
 		return errors.New("-o FILE is required: where to write the lock")
 	}
-	if f.indexURL == "" {
-		return errors.New("--index-url is required (or set PYLAYER_INDEX_URL)")
-	}
 	kind, err := lock.ParseKind(f.kind)
 	if err != nil {
 		return fmt.Errorf("--kind: %w", err)
@@ -99,12 +96,26 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 		}
 		reqs = append(reqs, r)
 	}
+	var fileLines []pep508.ReqFileLine
 	for _, path := range f.reqFiles {
-		lines, err := pep508.ParseRequirementsFile(ctx, path)
+		rf, err := pep508.ReadRequirementsFile(ctx, path)
 		if err != nil {
 			return err
 		}
-		for _, l := range lines {
+		if len(rf.ExtraIndexURLs) > 0 {
+			return fmt.Errorf("-r %s: --extra-index-url %s: pylayer locks from one index, so that where each wheel came from is never a race between indexes; serve every package from one index and name it with --index-url",
+				path, rf.ExtraIndexURLs[0])
+		}
+		if rf.IndexURL != "" {
+			switch {
+			case !cmd.Flags().Changed("index-url"):
+				f.indexURL = rf.IndexURL
+			case rf.IndexURL != f.indexURL:
+				return fmt.Errorf("%s: --index-url %s, but the command line names %s: give one", rf.Where, rf.IndexURL, f.indexURL)
+			}
+		}
+		fileLines = append(fileLines, rf.Lines...)
+		for _, l := range rf.Lines {
 			reqs = append(reqs, l.Req)
 		}
 	}
@@ -147,6 +158,9 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 		return errors.New("an ext layer needs its base: give -c BASE.lock.json")
 	}
 
+	if f.indexURL == "" {
+		return errors.New("--index-url is required (or set PYLAYER_INDEX_URL, or an --index-url line in the -r file)")
+	}
 	tgt, err := resolveTarget(cmd, f, base)
 	if err != nil {
 		return err
@@ -163,6 +177,9 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 	l, err := resolve.NewLock(ctx, client, wh, resolve.LockSpec{Kind: kind, Target: tgt, Base: base,
 		Requirements: reqs, Constraints: constraints, Pre: f.pre})
 	if err != nil {
+		return fmt.Errorf("cannot lock: %w", err)
+	}
+	if err := l.CheckHashes(fileLines); err != nil {
 		return fmt.Errorf("cannot lock: %w", err)
 	}
 	res := lockResult{Lock: f.out, Kind: string(kind), Base: l.Base, Target: tgt}

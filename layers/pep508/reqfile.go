@@ -35,27 +35,55 @@ type ReqFileLine struct {
 	File string // path of the file, as given or joined from "-r" lines
 	Line int    // 1-based; the first physical line of a continued line
 	Req  Requirement
+	// Hashes are the sha256 digests (lower-case hex) of its "--hash=sha256:..." options,
+	// as pip's hash-checking mode reads them: the file installed must have one of them.
+	Hashes []string
+}
+
+// ReqFile is a requirements file with its index options.
+type ReqFile struct {
+	Lines []ReqFileLine
+	// IndexURL is the last "--index-url URL" / "-i URL" line, "" when none.
+	IndexURL string
+	// ExtraIndexURLs are the "--extra-index-url URL" lines, in order.
+	ExtraIndexURLs []string
+	// Where says where IndexURL was given (file:line), for messages.
+	Where string
+}
+
+// ReadRequirementsFile is ParseRequirementsFile that also returns the file's index
+// options (--index-url, -i, --extra-index-url), which ParseRequirementsFile ignores: the
+// caller decides what they mean.
+func ReadRequirementsFile(ctx context.Context, path string) (*ReqFile, error) {
+	rf := &ReqFile{}
+	if err := parseReqFile(ctx, path, nil, rf); err != nil {
+		return nil, err
+	}
+	return rf, nil
 }
 
 // ParseRequirementsFile reads a pip requirements file restricted to what
 // a wheel-only, pinned tool can honour. Accepted: requirements (PEP 508,
-// no URL), blank lines, comments ("#" at the start or after whitespace),
-// backslash continuations, and "-r FILE" / "--requirement FILE" includes
-// resolved relative to the including file (cycles are an error). Refused
-// with an error naming file:line: "-c" (constraints belong on the command
-// line), every other option (-e, --index-url, --hash, ...), path and URL
-// requirements, and ${VAR} references (pip would expand them from the
-// environment, which would make the result depend on the caller).
+// no URL), each with "--hash=sha256:HEX" options as pip's hash-checking mode
+// writes them (`pip-compile --generate-hashes`, `pylayer export`), blank lines,
+// comments ("#" at the start or after whitespace), backslash continuations,
+// "-r FILE" / "--requirement FILE" includes resolved relative to the including
+// file (cycles are an error), and the index lines "--index-url URL", "-i URL"
+// and "--extra-index-url URL" (see ReadRequirementsFile). Refused with an error
+// naming file:line: "-c" (constraints belong on the command line), every other
+// option (-e, --find-links, --pre, build options ...), hashes other than
+// sha256, path and URL requirements, and ${VAR} references (pip would expand
+// them from the environment, which would make the result depend on the caller).
 // Files must be UTF-8 (a BOM is allowed) and at most 4 MiB.
 func ParseRequirementsFile(ctx context.Context, path string) ([]ReqFileLine, error) {
-	var out []ReqFileLine
-	if err := parseReqFile(ctx, path, nil, &out); err != nil {
+	rf, err := ReadRequirementsFile(ctx, path)
+	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	return rf.Lines, nil
 }
 
-func parseReqFile(ctx context.Context, path string, stack []string, out *[]ReqFileLine) error {
+func parseReqFile(ctx context.Context, path string, stack []string, out *ReqFile) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -79,6 +107,17 @@ func parseReqFile(ctx context.Context, path string, stack []string, out *[]ReqFi
 	for _, l := range logicalLines(content) {
 		at := func(err error) error { return fmt.Errorf("%s:%d: %w", path, l.n, err) }
 		if strings.HasPrefix(l.s, "-") {
+			if opt, u, ok, err := indexOption(l.s); ok || err != nil {
+				if err != nil {
+					return at(err)
+				}
+				if opt == "--extra-index-url" {
+					out.ExtraIndexURLs = append(out.ExtraIndexURLs, u)
+				} else {
+					out.IndexURL, out.Where = u, fmt.Sprintf("%s:%d", path, l.n)
+				}
+				continue
+			}
 			inc, err := includeTarget(l.s)
 			if err != nil {
 				return at(err)
@@ -91,11 +130,11 @@ func parseReqFile(ctx context.Context, path string, stack []string, out *[]ReqFi
 			}
 			continue
 		}
-		req, err := requirementLine(l.s)
+		req, hashes, err := requirementLine(l.s)
 		if err != nil {
 			return at(err)
 		}
-		*out = append(*out, ReqFileLine{File: path, Line: l.n, Req: req})
+		out.Lines = append(out.Lines, ReqFileLine{File: path, Line: l.n, Req: req, Hashes: hashes})
 	}
 	return nil
 }
@@ -218,27 +257,84 @@ func includeTarget(line string) (string, error) {
 	return val, nil
 }
 
-func requirementLine(line string) (Requirement, error) {
+var sha256RE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+
+func requirementLine(line string) (Requirement, []string, error) {
 	if m := envVarRE.FindString(line); m != "" {
-		return Requirement{}, fmt.Errorf("%w: %s: environment variables are not expanded, write the value", ErrUnsupportedLine, m)
+		return Requirement{}, nil, fmt.Errorf("%w: %s: environment variables are not expanded, write the value", ErrUnsupportedLine, m)
 	}
 	// pip's break_args_options: options start at the first " -" token.
-	for _, tok := range strings.Split(line, " ") {
-		if strings.HasPrefix(tok, "-") {
-			return Requirement{}, fmt.Errorf("%w: per-requirement option %s is not supported", ErrUnsupportedLine, tok)
+	toks := strings.Split(line, " ")
+	var hashes []string
+	for i := 0; i < len(toks); i++ {
+		tok := toks[i]
+		if !strings.HasPrefix(tok, "-") {
+			if hashes != nil && tok != "" {
+				return Requirement{}, nil, fmt.Errorf("%w: %q after the options: requirement text must come first", ErrUnsupportedLine, tok)
+			}
+			continue
 		}
+		if hashes == nil {
+			line = strings.Join(toks[:i], " ")
+			hashes = []string{}
+		}
+		val, ok := strings.CutPrefix(tok, "--hash=")
+		if !ok && tok == "--hash" && i+1 < len(toks) {
+			i++
+			val, ok = toks[i], true
+		}
+		if !ok {
+			return Requirement{}, nil, fmt.Errorf("%w: per-requirement option %s is not supported (only --hash is)", ErrUnsupportedLine, tok)
+		}
+		alg, hex, _ := strings.Cut(val, ":")
+		if alg != "sha256" || !sha256RE.MatchString(hex) {
+			return Requirement{}, nil, fmt.Errorf("%w: --hash=%s: pylayer checks sha256 only (want --hash=sha256:<64 hex digits>)", ErrUnsupportedLine, val)
+		}
+		hashes = append(hashes, strings.ToLower(hex))
 	}
-	req, err := ParseRequirement(line)
+	if hashes != nil && len(hashes) == 0 {
+		return Requirement{}, nil, fmt.Errorf("%w: an option without a value", ErrUnsupportedLine)
+	}
+	req, err := ParseRequirement(strings.TrimSpace(line))
 	if err != nil {
 		if looksLikePath(line) {
-			return Requirement{}, fmt.Errorf("%w: %q looks like a path or URL; only name-and-version requirements are supported", ErrUnsupportedLine, line)
+			return Requirement{}, nil, fmt.Errorf("%w: %q looks like a path or URL; only name-and-version requirements are supported", ErrUnsupportedLine, line)
 		}
-		return Requirement{}, err
+		return Requirement{}, nil, err
 	}
 	if req.URL != "" {
-		return Requirement{}, fmt.Errorf("%w: %s: direct URL requirements are not supported, request the package by name and version", ErrUnsupportedLine, req.Name)
+		return Requirement{}, nil, fmt.Errorf("%w: %s: direct URL requirements are not supported, request the package by name and version", ErrUnsupportedLine, req.Name)
 	}
-	return req, nil
+	return req, hashes, nil
+}
+
+// indexOption reads an index line: "--index-url URL", "--index-url=URL", "-i URL",
+// "-iURL" or "--extra-index-url URL". ok is false for any other line.
+func indexOption(line string) (opt, u string, ok bool, err error) {
+	f := strings.Fields(line)
+	opt, val := f[0], ""
+	if i := strings.IndexByte(opt, '='); i >= 0 && strings.HasPrefix(opt, "--") {
+		opt, val = opt[:i], opt[i+1:]
+	} else if strings.HasPrefix(opt, "-i") && len(opt) > 2 {
+		opt, val = "-i", opt[2:]
+	}
+	switch opt {
+	case "--index-url", "-i", "--extra-index-url":
+	default:
+		return "", "", false, nil
+	}
+	if opt == "-i" {
+		opt = "--index-url"
+	}
+	if val == "" && len(f) == 2 {
+		val = f[1]
+	} else if val == "" || len(f) != 1 {
+		return opt, "", true, fmt.Errorf("%w: %s takes exactly one URL", ErrUnsupportedLine, opt)
+	}
+	if envVarRE.MatchString(val) {
+		return opt, "", true, fmt.Errorf("%w: %s: environment variables are not expanded, write the URL", ErrUnsupportedLine, opt)
+	}
+	return opt, val, true, nil
 }
 
 func looksLikePath(s string) bool {

@@ -86,9 +86,14 @@ func TestParseRequirementsFileErrors(t *testing.T) {
 		substr  string
 	}{
 		{"a\n-e .\n", ErrUnsupportedLine, "r.txt:2: "},
-		{"--index-url https://x/simple\n", ErrUnsupportedLine, "--index-url"},
+		{"--index-url\n", ErrUnsupportedLine, "exactly one URL"},
+		{"--find-links ./wheels\n", ErrUnsupportedLine, "--find-links"},
+		{"a==1 --hash=md5:abc\n", ErrUnsupportedLine, "sha256 only"},
+		{"a==1 --hash=sha256:" + strings.Repeat("z", 64) + "\n", ErrUnsupportedLine, "sha256 only"},
+		{"a==1 --no-binary :all:\n", ErrUnsupportedLine, "only --hash is"},
 		{"-c constraints.txt\n", ErrConstraintInFile, "--constraint/-c on the command line"},
 		{"a==1 --hash=sha256:abc\n", ErrUnsupportedLine, "--hash"},
+		{"a==1 --hash sha256:" + strings.Repeat("a", 64) + " b==2\n", ErrUnsupportedLine, "requirement text must come first"},
 		{"./pkg\n", ErrUnsupportedLine, "path or URL"},
 		{"https://e.com/a.whl\n", ErrUnsupportedLine, "path or URL"},
 		{"a @ https://e.com/a.whl\n", ErrUnsupportedLine, "direct URL"},
@@ -111,5 +116,37 @@ func TestParseRequirementsFileErrors(t *testing.T) {
 	dir := writeFiles(t, map[string]string{"r.txt": "a\n"})
 	if _, err := ParseRequirementsFile(ctx, filepath.Join(dir, "r.txt")); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled context: %v", err)
+	}
+}
+
+// TestReadRequirementsFileHashesAndIndexes: hashed requirements as pip-compile
+// --generate-hashes and pylayer export write them, and index lines.
+func TestReadRequirementsFileHashesAndIndexes(t *testing.T) {
+	h1, h2 := strings.Repeat("a", 64), strings.Repeat("B", 64)
+	dir := writeFiles(t, map[string]string{"r.txt": "--index-url https://idx.example/simple\n" +
+		"-i https://mirror.example/simple\n--extra-index-url=https://extra.example/simple\n" +
+		"openpyxl==3.0.9 \\\n    --hash=sha256:" + h1 + " \\\n    --hash sha256:" + h2 + "\n" +
+		"et-xmlfile==1.0.1 --hash=sha256:" + h1 + "  # pinned\nplain>=1\n"})
+	rf, err := ReadRequirementsFile(context.Background(), filepath.Join(dir, "r.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rf.IndexURL != "https://mirror.example/simple" || !strings.HasSuffix(rf.Where, "r.txt:2") {
+		t.Errorf("index %q at %q: want the last one, -i, on line 2", rf.IndexURL, rf.Where)
+	}
+	if len(rf.ExtraIndexURLs) != 1 || rf.ExtraIndexURLs[0] != "https://extra.example/simple" {
+		t.Errorf("extra indexes %q", rf.ExtraIndexURLs)
+	}
+	if len(rf.Lines) != 3 {
+		t.Fatalf("%d lines: %+v", len(rf.Lines), rf.Lines)
+	}
+	want := [][]string{{h1, strings.ToLower(h2)}, {h1}, nil}
+	for i, l := range rf.Lines {
+		if strings.Join(l.Hashes, ",") != strings.Join(want[i], ",") {
+			t.Errorf("line %d (%s): hashes %q, want %q", i, l.Req.Name, l.Hashes, want[i])
+		}
+	}
+	if rf.Lines[0].Req.String() != "openpyxl==3.0.9" || rf.Lines[0].Line != 4 {
+		t.Errorf("first requirement %q at line %d", rf.Lines[0].Req.String(), rf.Lines[0].Line)
 	}
 }
