@@ -43,7 +43,7 @@ func TestExportRequirements(t *testing.T) {
 func TestExportPylock(t *testing.T) {
 	l := sample(t)
 	l.Packages[0].URL = `http://127.0.0.1:9/simple/a"b\c/` + l.Packages[0].Filename // quoting is exercised
-	l.Normalize() // the export lists packages in the lock's canonical order
+	l.Normalize()                                                                   // the export lists packages in the lock's canonical order
 	b, err := Export(l, FormatPylock)
 	if err != nil {
 		t.Fatal(err)
