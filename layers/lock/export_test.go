@@ -42,8 +42,9 @@ func TestExportRequirements(t *testing.T) {
 // every package, wheel and hash against the lock.
 func TestExportPylock(t *testing.T) {
 	l := sample(t)
-	l.Packages[0].URL = `http://127.0.0.1:9/simple/a"b\c/` + l.Packages[0].Filename // quoting is exercised
-	l.Normalize()                                                                   // the export lists packages in the lock's canonical order
+	// A URL that needs quoting in TOML; the export lists packages in the lock's canonical order.
+	l.Packages[0].URL = `http://127.0.0.1:9/simple/a"b\c/` + l.Packages[0].Filename
+	l.Normalize()
 	b, err := Export(l, FormatPylock)
 	if err != nil {
 		t.Fatal(err)
