@@ -236,9 +236,13 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {
 	writeJSON(w, http.StatusOK, publicRequest(req))
 }
 
-// recheck bounds how stale a long poll can be when a change comes from another process
-// that cannot call Notify; it is not the wake-up path.
-const recheck = 2 * time.Second
+// Long polls read their request again every Options.Recheck, which bounds how stale one
+// can be when a change comes from another process that could not wake it; it is not the
+// wake-up path (Notify in process, the store's ChangeFeed across replicas).
+const (
+	DefaultRecheck     = 2 * time.Second
+	DefaultFeedRecheck = 15 * time.Second
+)
 
 // longPoll waits until req changes to a terminal state, the wait ends, the server shuts
 // down or the client leaves. The write deadline is moved past the wait first (and set
@@ -259,7 +263,7 @@ func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, w
 			release()
 			return cur, true
 		}
-		tick := time.NewTimer(recheck)
+		tick := time.NewTimer(s.o.Recheck)
 		select {
 		case <-ch:
 		case <-tick.C:

@@ -6,7 +6,7 @@ import (
 )
 
 // Builder is the worker that builds approved requests. Enqueue must not block for long;
-// the worker claims work with Store.NextBuildable, moves the request through built/bound
+// the worker claims work with Store.ClaimBuild (a lease), moves the request through built/bound
 // or failed, and calls Server.Notify(requestID) after each change so long polls wake.
 type Builder interface {
 	Enqueue(ctx context.Context, requestID string)

@@ -87,6 +87,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(LimitListener(ln, s.o.HTTP.MaxConns)) }()
+	fctx, stopFollow := context.WithCancel(ctx)
+	followed := s.followFeed(fctx)
+	defer func() { stopFollow(); <-followed }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)

@@ -111,6 +111,10 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Token) {
 	for _, st := range States {
 		fmt.Fprintf(&b, "pylayer_requests{state=\"%s\"} %d\n", st, byState[st])
 	}
+	b.WriteString("# HELP pylayer_long_polls_waiting Requests that long polls wait on now.\n")
+	b.WriteString("# TYPE pylayer_long_polls_waiting gauge\n")
+	fmt.Fprintf(&b, "pylayer_long_polls_waiting %d\n", s.waiters.watched())
+	s.feed.metrics(&b)
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	_, _ = w.Write([]byte(b.String()))
 }

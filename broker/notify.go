@@ -1,6 +1,13 @@
 package broker
 
-import "sync"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
 
 // notifier wakes long polls when a request changes: one channel per watched request,
 // closed by notify and dropped when its last waiter leaves.
@@ -71,4 +78,61 @@ func (n *notifier) watched() int {
 func (s *Server) Notify(requestID string) {
 	s.waiters.notify(requestID)
 	s.ui.changed()
+}
+
+// feedState is what the server knows of its store's change feed.
+type feedState struct {
+	present   atomic.Bool  // the store is a ChangeFeed and Serve follows it
+	listening atomic.Bool  // it listens now
+	changes   atomic.Int64 // notifications received
+}
+
+func (f *feedState) metrics(b *strings.Builder) {
+	if !f.present.Load() {
+		return
+	}
+	up := 0
+	if f.listening.Load() {
+		up = 1
+	}
+	b.WriteString("# HELP pylayer_change_feed_listening Whether this replica hears the other replicas' changes (1) or not (0).\n")
+	b.WriteString("# TYPE pylayer_change_feed_listening gauge\n")
+	fmt.Fprintf(b, "pylayer_change_feed_listening %d\n", up)
+	b.WriteString("# HELP pylayer_change_feed_notifications_total Request changes announced by any replica.\n")
+	b.WriteString("# TYPE pylayer_change_feed_notifications_total counter\n")
+	fmt.Fprintf(b, "pylayer_change_feed_notifications_total %d\n", f.changes.Load())
+}
+
+// followFeed follows the store's change feed, if it has one, until ctx ends: a change
+// by any replica wakes this replica's long polls on that request (and "" all of them).
+// The returned channel is closed when it has stopped.
+func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	cf, ok := s.o.Store.(ChangeFeed)
+	if !ok {
+		close(done)
+		return done
+	}
+	s.feed.present.Store(true)
+	go func() {
+		defer close(done)
+		_ = cf.Follow(ctx, func(id string) {
+			s.feed.changes.Add(1)
+			if id == "" {
+				s.waiters.notifyAll()
+			} else {
+				s.waiters.notify(id)
+			}
+			s.ui.changed()
+		}, func(err error) {
+			s.feed.listening.Store(err == nil)
+			if err != nil {
+				s.log.LogAttrs(ctx, slog.LevelWarn, "change feed down: long polls fall back to rechecking", slog.String("error", err.Error()))
+			} else {
+				s.log.LogAttrs(ctx, slog.LevelInfo, "change feed listening")
+			}
+		})
+		s.feed.listening.Store(false)
+	}()
+	return done
 }

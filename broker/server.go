@@ -37,6 +37,10 @@ type Options struct {
 	MaxBody         int64        // default DefaultMaxBody
 	MaxUpload       int64        // one uploaded wheel; default DefaultMaxUpload
 	Now             func() time.Time
+	// Recheck is how often a long poll reads its request again in case a change went
+	// unannounced (default 2s; 15s over a store that is a ChangeFeed, which announces
+	// every replica's changes).
+	Recheck time.Duration
 
 	HTTP   HTTPLimits   // timeouts, header and connection limits (HTTPServer, Serve)
 	Quota  UploadQuota  // uploaded wheels a session holds at once
@@ -55,6 +59,7 @@ type Server struct {
 	uploads *uploadBook // the uploaded wheels and their quota (uploadstore.go)
 
 	stopping atomic.Bool // Serve is shutting down: long polls answer at once
+	feed     feedState   // the store's change feed, if it has one (notify.go)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -82,6 +87,12 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.Recheck <= 0 {
+		o.Recheck = DefaultRecheck
+		if _, ok := o.Store.(ChangeFeed); ok {
+			o.Recheck = DefaultFeedRecheck
+		}
 	}
 	o.HTTP, o.Quota, o.SignIn = o.HTTP.withDefaults(), o.Quota.withDefaults(), o.SignIn.withDefaults()
 	log := o.Logger
