@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -28,6 +29,7 @@ type serveFlags struct {
 	http                                                        broker.HTTPLimits
 	maxUpload                                                   int64
 	quota                                                       broker.UploadQuota
+	lease                                                       time.Duration
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -54,6 +56,7 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix to compile .pyc with")
 	fl.StringVar(&f.data, "data", "", "directory for uploaded wheels (default: beside --db)")
 	fl.IntVar(&f.jobs, "jobs", 2, "builds at a time")
+	fl.DurationVar(&f.lease, "build-lease", broker.DefaultBuildLease, "how long a build stays this replica's without renewal; another replica takes it over after")
 	fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", broker.DefaultReadHeaderTimeout, "time for a request's headers to arrive")
 	fl.DurationVar(&f.http.ReadTimeout, "read-timeout", broker.DefaultReadTimeout, "time for a whole request, body included, to arrive (uploads: --upload-timeout)")
 	fl.DurationVar(&f.http.WriteTimeout, "write-timeout", broker.DefaultWriteTimeout, "time for an answer to leave (long polls get their wait on top)")
@@ -138,7 +141,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 			return err
 		}
 		worker, err = builder.New(builder.Config{Store: store, Catalog: cat, Index: idx, Repo: repo, Signer: signer,
-			Trees: &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: idx, Options: build.Options{Interpreter: interp}}, Logger: log})
+			Trees: &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: idx, Options: build.Options{Interpreter: interp}}, Logger: log, Lease: f.lease})
 		if err != nil {
 			return err
 		}
