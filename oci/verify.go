@@ -2,6 +2,7 @@ package oci
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"hash"
 	"io"
@@ -57,6 +58,8 @@ func (v *VerifyReader) Read(p []byte) (int, error) {
 		if v.err == nil {
 			v.err = io.EOF
 		}
+	case errors.Is(err, ErrDigestMismatch):
+		v.err = err // a verifying source said it already (a registry's reader inside the cache's)
 	case err != nil:
 		v.err = fmt.Errorf("reading %s after %d of %d bytes: %w", v.want.Digest, v.n, v.want.Size, err)
 	}

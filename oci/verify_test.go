@@ -33,6 +33,7 @@ func TestVerifyReader(t *testing.T) {
 		{"endless", iotest.OneByteReader(strings.NewReader(strings.Repeat("y", 1<<16))), good, ErrSizeMismatch, true, "more than the"},
 		{"other content", bytes.NewReader(bytes.ToUpper(content)), good, ErrDigestMismatch, true, "hashes to"},
 		{"source fails", iotest.ErrReader(boom), good, boom, false, "after 0 of"},
+		{"verifying source fails", NewVerifyReader(bytes.NewReader(bytes.ToUpper(content)), good), good, ErrDigestMismatch, true, "sha256"},
 		{"source fails midway", io.MultiReader(bytes.NewReader(content[:5]), iotest.ErrReader(boom)), good, boom, false, "after 5 of"},
 	}
 	for _, tt := range tests {
@@ -50,6 +51,9 @@ func TestVerifyReader(t *testing.T) {
 			}
 			if !errors.Is(err, tt.err) || errors.Is(err, ErrDigestMismatch) != tt.digest || !strings.Contains(err.Error(), tt.msg) {
 				t.Fatalf("ReadAll error = %v, want %v (ErrDigestMismatch %v) mentioning %q", err, tt.err, tt.digest, tt.msg)
+			}
+			if strings.Contains(err.Error(), "after") && errors.Is(err, ErrDigestMismatch) {
+				t.Errorf("a mismatch reported as a read failure: %v", err)
 			}
 			if !strings.Contains(err.Error(), string(tt.want.Digest)) {
 				t.Errorf("error does not name the digest: %v", err)
