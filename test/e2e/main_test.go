@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/broker/postgres/pgtest"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Main(m) // m.Run(), then stops the PostgreSQL that tests may have started
 	if idxSrv != nil {
 		idxSrv.stop(10 * time.Second)
 	}
