@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,10 +37,6 @@ func unsafeLayer(ctx context.Context, t *testing.T, r *registrytest.Registry, lo
 	if err != nil {
 		t.Fatal(err)
 	}
-	canon, err := l.Canonical()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
@@ -67,17 +61,24 @@ func unsafeLayer(ctx context.Context, t *testing.T, r *registrytest.Registry, lo
 	if err := os.WriteFile(blob, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	key := sha256.Sum256(canon)
+	key, err := l.Key() // the key and the config blob are the lock's content, without its URLs
+	if err != nil {
+		t.Fatal(err)
+	}
+	content, err := l.Content()
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := oci.Artifact{
 		ArtifactType: oci.ArtifactTypeLayer,
-		Config:       canon,
+		Config:       content,
 		Layers: []oci.LayerBlob{{
 			Path:        blob,
 			Desc:        v1.Descriptor{MediaType: oci.MediaTypeLayer, Digest: digest.FromBytes(buf.Bytes()), Size: int64(buf.Len())},
 			Title:       l.Packages[0].Filename,
 			WheelSHA256: l.Packages[0].SHA256,
 		}},
-		Annotations: map[string]string{oci.AnnotationKind: string(l.Kind), oci.AnnotationKey: hex.EncodeToString(key[:])},
+		Annotations: map[string]string{oci.AnnotationKind: string(l.Kind), oci.AnnotationKey: key},
 	}
 	ref, err := registry.ParseRef(r.Ref("team/unsafe"))
 	if err != nil {
