@@ -11,8 +11,9 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 // Download streams f to dst, verifying its sha256 (and size, when the index
@@ -24,37 +25,16 @@ func (c *Client) Download(ctx context.Context, f File, dst string) error {
 	if err := checkFileHash(f); err != nil {
 		return err
 	}
-	dir := filepath.Dir(dst)
-	part, err := os.CreateTemp(dir, filepath.Base(dst)+".*.part")
+	part, err := fsx.Create(ctx, dst, 0o600)
 	if err != nil {
 		return fmt.Errorf("downloading %s: %w", f.Filename, err)
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			part.Close()
-			os.Remove(part.Name())
-		}
-	}()
+	defer part.Cleanup() // nothing once committed
 	if err := c.fetchVerified(ctx, f, part); err != nil {
 		return err
 	}
-	if err := part.Sync(); err != nil {
+	if err := part.Commit(ctx); err != nil {
 		return fmt.Errorf("downloading %s: %w", f.Filename, err)
-	}
-	if err := part.Close(); err != nil {
-		return fmt.Errorf("downloading %s: %w", f.Filename, err)
-	}
-	if err := os.Rename(part.Name(), dst); err != nil {
-		return fmt.Errorf("downloading %s: %w", f.Filename, err)
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		serr := d.Sync()
-		d.Close()
-		if serr != nil {
-			return fmt.Errorf("downloading %s: syncing %s: %w", f.Filename, dir, serr)
-		}
 	}
 	return nil
 }

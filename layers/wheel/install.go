@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 // fixedTime is the modification time of everything Install writes.
@@ -90,14 +90,14 @@ func install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (
 	}
 	// One syncfs for the whole tree instead of an fsync per file: a wheel has thousands of
 	// files, and per-file fsync made installs several times slower than pip's.
-	if err := syncFS(tmp); err != nil {
+	if err := fsx.SyncFS(ctx, tmp); err != nil {
 		return nil, err
 	}
 	if err := os.Rename(tmp, dest); err != nil {
 		return nil, err
 	}
 	done = true
-	if err := syncDir(parent); err != nil {
+	if err := fsx.SyncDir(ctx, parent); err != nil {
 		os.RemoveAll(dest) // not durable: do not leave it for the caller to trust
 		return nil, err
 	}
@@ -179,7 +179,7 @@ func (p *plan) extract(ctx context.Context, root *os.Root, e *entry, mode os.Fil
 	defer out.Close()
 	h := e.row.newFn()
 	cnt := &counter{}
-	src := io.TeeReader(io.LimitReader(ctxReader(ctx, rc), e.row.size+1), io.MultiWriter(h, cnt))
+	src := io.TeeReader(io.LimitReader(fsx.Reader(ctx, rc), e.row.size+1), io.MultiWriter(h, cnt))
 	if e.kind == kindScript {
 		// Buffer nothing unverified into the tree: a changed archive fails below and
 		// the whole temporary tree is removed.
@@ -298,23 +298,4 @@ func recordRel(name string) string {
 		return rest
 	}
 	return "../" + name
-}
-
-// syncFS flushes the file system that holds dir (every file written below it included).
-func syncFS(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return unix.Syncfs(int(d.Fd()))
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

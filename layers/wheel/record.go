@@ -2,7 +2,6 @@ package wheel
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
@@ -109,21 +108,6 @@ func (row recordRow) check(name string, n int64, sum []byte) error {
 		return fmt.Errorf("%w for %s: %s %s != %s (RECORD)", ErrRecordMismatch, name, row.algo, b64(sum), b64(row.hash))
 	}
 	return nil
-}
-
-// ctxReader returns r that fails once ctx is done.
-func ctxReader(ctx context.Context, r io.Reader) io.Reader { return &ctxR{ctx, r} }
-
-type ctxR struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (c *ctxR) Read(p []byte) (int, error) {
-	if err := c.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return c.r.Read(p)
 }
 
 // outRow is one row of the RECORD that Install writes.

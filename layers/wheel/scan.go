@@ -7,6 +7,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 // Limits on the small files read into memory.
@@ -301,7 +303,7 @@ func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recor
 		if err != nil {
 			return fmt.Errorf("%w: opening %s: %v", ErrBadWheel, zf.Name, err)
 		}
-		err = row.verify(zf.Name, ctxReader(ctx, rc))
+		err = row.verify(zf.Name, fsx.Reader(ctx, rc))
 		rc.Close()
 		if err != nil {
 			return err
