@@ -3,9 +3,9 @@ package cli
 import (
 	"strings"
 
-	"github.com/spf13/cobra"
-
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/spf13/cobra"
 )
 
 func newExportCmd(g *globals) *cobra.Command {
@@ -37,7 +37,7 @@ The output depends on the lock alone: the same lock gives the same bytes.`,
 				_, err = cmd.OutOrStdout().Write(b)
 				return err
 			}
-			if err := lock.WriteAtomic(out, b, 0o644); err != nil {
+			if err := fsx.WriteFile(cmd.Context(), out, b, 0o644); err != nil {
 				return err
 			}
 			return g.print(cmd.OutOrStdout(), map[string]string{"file": out, "format": format}, out)

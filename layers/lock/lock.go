@@ -2,6 +2,7 @@ package lock
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -9,11 +10,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/pep440"
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/layers/target"
@@ -344,42 +345,10 @@ func WriteFile(path string, l *Lock) (string, error) {
 	return key, nil
 }
 
-// WriteAtomic writes data to path through a temp file in the same directory.
+// WriteAtomic writes data to path atomically and durably: fsx.WriteFile, for callers
+// without a context.
 func WriteAtomic(path string, data []byte, mode os.FileMode) error {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(data); err != nil {
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return fsx.WriteFile(context.Background(), path, data, mode)
 }
 
 // Find returns the package named name (normalized), or nil.
