@@ -3,6 +3,8 @@ package broker
 import (
 	"context"
 	"time"
+
+	"github.com/pylayer/pylayer/layers/lock"
 )
 
 // Builder is the worker that builds approved requests. Enqueue must not block for long;
@@ -44,7 +46,7 @@ type Rebaser interface {
 
 // Layer is one published layer, as listed by a LayerLister.
 type Layer struct {
-	Kind    string    `json:"kind"` // base, ext, iso, python
+	Kind    lock.Kind `json:"kind"` // base, ext, iso, python
 	Ref     string    `json:"ref"`
 	Digest  string    `json:"digest"`
 	Key     string    `json:"key,omitempty"`

@@ -65,7 +65,7 @@ func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Token) {
 		s.internal(w, r, err)
 		return
 	}
-	byState := map[string]int{}
+	byState := map[State]int{}
 	for _, q := range reqs {
 		byState[q.State]++
 	}

@@ -106,9 +106,13 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Token) {
 
 func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 	q := r.URL.Query()
-	f := RequestFilter{State: q.Get("state"), SessionID: q.Get("session"), Owner: ownerFilter(t)}
-	if f.State != "" && !validState(f.State) {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one of %s", f.State, strings.Join(States, ", ")), "")
+	f := RequestFilter{State: State(q.Get("state")), SessionID: q.Get("session"), Owner: ownerFilter(t)}
+	if f.State != "" && !f.State.Valid() {
+		names := make([]string, len(States))
+		for i, st := range States {
+			names[i] = string(st)
+		}
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("state %q: want one of %s", f.State, strings.Join(names, ", ")), "")
 		return
 	}
 	l, err := s.o.Store.ListRequests(r.Context(), f)
@@ -120,15 +124,6 @@ func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 		l[i] = publicRequest(l[i])
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"requests": nonNil(l)})
-}
-
-func validState(st string) bool {
-	for _, v := range States {
-		if v == st {
-			return true
-		}
-	}
-	return false
 }
 
 func nonNil[T any](s []T) []T {

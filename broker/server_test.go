@@ -325,13 +325,13 @@ func TestLongPoll(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(id string)
-		want   string
+		want   broker.State
 	}{
 		{"deny through the API", func(id string) {
 			e.mustDo("POST", "/v1/requests/"+id+"/deny", e.alice, "application/json", `{"reason":"no"}`, 200, nil)
 		}, broker.StateDenied},
 		{"builder binds and notifies", func(id string) {
-			for _, st := range []string{broker.StateApproved, broker.StateBuilding, broker.StateBound} {
+			for _, st := range []broker.State{broker.StateApproved, broker.StateBuilding, broker.StateBound} {
 				if err := e.store.UpdateRequest(ctx, id, func(r *broker.Request) error { r.State = st; return nil }); err != nil {
 					t.Error(err)
 				}

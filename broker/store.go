@@ -3,7 +3,10 @@ package broker
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
+
+	"github.com/pylayer/pylayer/layers/lock"
 )
 
 // Sentinel errors every Store wraps, so callers can tell cases apart with errors.Is.
@@ -21,23 +24,29 @@ var (
 	ErrUnavailable = errors.New("temporarily unavailable")
 )
 
+// State is where a request is in its lifecycle.
+type State string
+
 // Request states. Terminal states end a long poll.
 const (
-	StatePending  = "pending"  // waits for an approver
-	StateApproved = "approved" // auto-approved or approved; waits for the builder
-	StateBuilding = "building" // claimed by a builder (ClaimBuild)
-	StateBuilt    = "built"    // the layer exists; not yet bound
-	StateBound    = "bound"    // bound to the session: done
-	StateDenied   = "denied"   // an approver said no
-	StateRejected = "rejected" // policy said no (sdist only, denylisted, unresolvable, ...)
-	StateFailed   = "failed"   // the build failed
+	StatePending  State = "pending"  // waits for an approver
+	StateApproved State = "approved" // auto-approved or approved; waits for the builder
+	StateBuilding State = "building" // claimed by a builder (ClaimBuild)
+	StateBuilt    State = "built"    // the layer exists; not yet bound
+	StateBound    State = "bound"    // bound to the session: done
+	StateDenied   State = "denied"   // an approver said no
+	StateRejected State = "rejected" // policy said no (sdist only, denylisted, unresolvable, ...)
+	StateFailed   State = "failed"   // the build failed
 )
 
 // States lists every request state, in lifecycle order.
-var States = []string{StatePending, StateApproved, StateBuilding, StateBuilt, StateBound, StateDenied, StateRejected, StateFailed}
+var States = []State{StatePending, StateApproved, StateBuilding, StateBuilt, StateBound, StateDenied, StateRejected, StateFailed}
+
+// Valid reports whether s is one of States.
+func (s State) Valid() bool { return slices.Contains(States, s) }
 
 // Terminal reports whether a request in state s will not change any more.
-func Terminal(s string) bool {
+func Terminal(s State) bool {
 	switch s {
 	case StateBound, StateDenied, StateRejected, StateFailed:
 		return true
@@ -52,10 +61,10 @@ const (
 	RoleAgent = "agent" // sees only the session whose ID is the token's Subject
 )
 
-// Binding kinds.
+// Binding kinds: the layer kinds of layers/lock that a session binds.
 const (
-	KindExt = "ext"
-	KindIso = "iso"
+	KindExt = lock.KindExt
+	KindIso = lock.KindIso
 )
 
 // Session is one sandbox workspace and what it is bound to.
@@ -71,7 +80,7 @@ type Session struct {
 // Binding records one ext or iso layer bound to a session.
 type Binding struct {
 	SessionID string    `json:"session_id"`
-	Kind      string    `json:"kind"` // KindExt or KindIso
+	Kind      lock.Kind `json:"kind"` // KindExt or KindIso
 	Digest    string    `json:"digest"`
 	Ref       string    `json:"ref"`
 	RequestID string    `json:"request_id,omitempty"`
@@ -93,7 +102,7 @@ type Request struct {
 	SessionID string    `json:"session_id"`
 	Specs     []string  `json:"specs"`
 	Upload    string    `json:"upload,omitempty"` // file name of an uploaded wheel, or ""
-	State     string    `json:"state"`
+	State     State     `json:"state"`
 	Decision  string    `json:"decision,omitempty"`
 	Reasons   []string  `json:"reasons,omitempty"`
 	Isolated  bool      `json:"isolated"` // the approver may choose an isolated (iso) layer
@@ -130,7 +139,7 @@ type AuditEvent struct {
 // RequestFilter selects requests; empty fields match everything.
 type RequestFilter struct {
 	SessionID string
-	State     string
+	State     State
 	Owner     string // the owner of the request's session
 }
 

@@ -151,9 +151,10 @@ func TestUploadDeleted(t *testing.T) {
 	// unfinished upload's temporary file go; a pending one and a bound one stay.
 	// (Every upload's answer sweeps its session too: the states change after the uploads.)
 	type gcCase struct {
-		name, state string
-		bind        bool
-		r           broker.Request
+		name  string
+		state broker.State
+		bind  bool
+		r     broker.Request
 	}
 	cases := []*gcCase{{name: "failed", state: broker.StateFailed}, {name: "unbound", state: broker.StateBound},
 		{name: "bound", state: broker.StateBound, bind: true}, {name: "pending", state: broker.StatePending}}

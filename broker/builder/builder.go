@@ -248,7 +248,7 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 	// One transaction: built, bound and audited, or (a crash, a failed write) still
 	// building, which the next start resumes.
 	b := broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()}
-	if err := w.cfg.Store.BindBuild(ctx, w.lease(), b, key, event("builder", "bound", r, kind+" layer "+ref)); err != nil {
+	if err := w.cfg.Store.BindBuild(ctx, w.lease(), b, key, event("builder", "bound", r, string(kind)+" layer "+ref)); err != nil {
 		if ctx.Err() != nil {
 			return
 		}

@@ -195,7 +195,7 @@ func TestClassifyAndBuild(t *testing.T) {
 		t.Fatalf("isolated build: %+v", ro)
 	}
 	bs, _ := e.store.Bindings(ctx, s.ID)
-	kinds := map[string]int{}
+	kinds := map[lock.Kind]int{}
 	for _, b := range bs {
 		kinds[b.Kind]++
 	}

@@ -106,7 +106,7 @@ func (c *Client) Wait(ctx context.Context, id string) (broker.Request, error) {
 // Filter selects requests; empty fields match everything the token may see.
 type Filter struct {
 	Session string
-	State   string
+	State   broker.State
 }
 
 // Requests lists requests (owner or admin token).
@@ -116,7 +116,7 @@ func (c *Client) Requests(ctx context.Context, f Filter) ([]broker.Request, erro
 		q.Set("session", f.Session)
 	}
 	if f.State != "" {
-		q.Set("state", f.State)
+		q.Set("state", string(f.State))
 	}
 	var out struct{ Requests []broker.Request }
 	err := c.callJSON(ctx, "GET /v1/requests", "/v1/requests", q, nil, &out)

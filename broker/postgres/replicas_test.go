@@ -87,7 +87,7 @@ func (r *replica) waitMetric(t *testing.T, name string, want int64) {
 }
 
 type pollResult struct {
-	state string
+	state broker.State
 	err   error
 }
 

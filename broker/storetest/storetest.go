@@ -88,7 +88,7 @@ func session(id, owner string, i int) broker.Session {
 	return broker.Session{ID: id, Owner: owner, Created: T0.Add(time.Duration(i) * time.Second)}
 }
 
-func request(id, sessionID, state string, i int) broker.Request {
+func request(id, sessionID string, state broker.State, i int) broker.Request {
 	return broker.Request{
 		ID: id, SessionID: sessionID, Specs: []string{"foo==1.0", "bar>=2"}, State: state,
 		Created: T0.Add(time.Duration(i) * time.Second), Updated: T0.Add(time.Duration(i) * time.Second),

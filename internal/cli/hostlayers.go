@@ -34,18 +34,18 @@ var (
 )
 
 // bound is every digest a session is bound to: its interpreter, base and layers.
-func (h *hostLayers) bound(ctx context.Context) (map[string]string, error) {
+func (h *hostLayers) bound(ctx context.Context) (map[string]lock.Kind, error) {
 	ss, err := h.store.ListSessions(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]lock.Kind{}
 	for _, s := range ss {
 		if s.Interpreter != "" {
-			out[s.Interpreter] = string(lock.KindPython)
+			out[s.Interpreter] = lock.KindPython
 		}
 		if s.Base != "" {
-			out[s.Base] = string(lock.KindBase)
+			out[s.Base] = lock.KindBase
 		}
 		bs, err := h.store.Bindings(ctx, s.ID)
 		if err != nil {
@@ -72,7 +72,7 @@ func (h *hostLayers) Layers(ctx context.Context) ([]broker.Layer, error) {
 	for _, e := range es {
 		l := broker.Layer{Digest: e.Digest.String(), Size: e.Bytes, Created: e.LastUsed}
 		if k, err := assemble.KindOf(e.Root); err == nil {
-			l.Kind = string(k)
+			l.Kind = k
 		}
 		if len(e.Refs) > 0 {
 			l.Ref = e.Refs[0]

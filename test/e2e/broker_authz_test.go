@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -66,15 +68,12 @@ func brokerAuthz(t *testing.T, d *bkDeploy) {
 			t.Fatalf("%s changed the session:\nbefore %s\nafter  %s", c.name, before, after)
 		}
 	}
-	var still bkRequest
-	s.must(t, http.StatusOK, "GET", "/v1/requests/"+p.ID, z.Agent, nil, &still)
+	still := s.request(t, z.Agent, p.ID, 0)
 	if still.State != "pending" || still.Approver != "" {
 		t.Fatalf("after the refusals the request is %s, approver %q; want pending, none", still.State, still.Approver)
 	}
 	// bob's pending list does not show alice's request.
-	var list struct{ Requests []bkRequest }
-	s.must(t, http.StatusOK, "GET", "/v1/requests?state=pending", d.owner2, nil, &list)
-	if hasRequest(list.Requests, p.ID) {
+	if hasRequest(s.list(t, d.owner2, client.Filter{State: broker.StatePending}), p.ID) {
 		t.Errorf("bob's pending list shows alice's request %s", p.ID)
 	}
 	if strings.Contains(s.stderr.String(), badToken) || strings.Contains(s.stderr.String(), z.Agent) {

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/test/fixture"
 	registrytest "github.com/pylayer/pylayer/test/registry"
 )
@@ -227,8 +229,10 @@ func (s *bkServe) kill9() {
 	<-s.done
 }
 
-// call sends a request to the broker; body is nil, []byte (sent as JSON) or a value to
-// encode. It returns the status and the body.
+// call sends a request to the broker as it comes, for the suites that test the wire
+// (malformed bodies, routes a token may not use); body is nil, []byte (sent as JSON) or a
+// value to encode. It returns the status and the body. Everything else goes through the
+// typed client (api).
 func (s *bkServe) call(t testing.TB, method, p, token string, body any) (int, []byte) {
 	t.Helper()
 	var rd io.Reader
@@ -274,17 +278,25 @@ func (s *bkServe) raw(t testing.TB, method, p, token, ctype string, body io.Read
 	return resp.StatusCode, b
 }
 
-// must calls and decodes the answer into out, failing unless the status is want.
-func (s *bkServe) must(t testing.TB, want int, method, p, token string, body, out any) {
+// api is the broker's typed client, calling with token.
+func (s *bkServe) api(t testing.TB, token string) *client.Client {
 	t.Helper()
-	code, b := s.call(t, method, p, token, body)
-	if code != want {
-		t.Fatalf("%s %s: %d, want %d\n%s", method, p, code, want, b)
+	c, err := client.New(s.URL, token)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s answered %q: %v", method, p, b, err)
+	return c
+}
+
+// ok takes a client call's results: ok(c.Env(ctx, id))(t) fails the test unless err is
+// nil, and returns v.
+func ok[T any](v T, err error) func(testing.TB) T {
+	return func(t testing.TB) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err) // a client.Error names the route, the status and the API's error and hint
 		}
+		return v
 	}
 }
 
@@ -295,86 +307,61 @@ type bkSession struct {
 
 func (s *bkServe) newSession(t testing.TB, owner string) bkSession {
 	t.Helper()
-	var cs struct {
-		Session    struct{ ID string }
-		AgentToken string `json:"agent_token"`
-	}
-	s.must(t, http.StatusCreated, "POST", "/v1/sessions", owner, nil, &cs)
+	cs := ok(s.api(t, owner).CreateSession(t.Context(), client.NewSession{}))(t)
 	if cs.Session.ID == "" || cs.AgentToken == "" {
 		t.Fatalf("POST /v1/sessions: no session id or agent token: %+v", cs)
 	}
 	return bkSession{ID: cs.Session.ID, Agent: cs.AgentToken}
 }
 
-// bkRequest is the part of a broker request the suites read.
-type bkRequest struct {
-	ID       string   `json:"id"`
-	State    string   `json:"state"`
-	Decision string   `json:"decision"`
-	Reasons  []string `json:"reasons"`
-	Isolated bool     `json:"isolated"`
-	Digest   string   `json:"digest"`
-	LockKey  string   `json:"lock_key"`
-	Error    string   `json:"error"`
-	Approver string   `json:"approver"`
-	Specs    []string `json:"specs"`
-	Packages []struct {
-		Name, Version string
-	} `json:"packages"`
-}
+// bkRequest is a broker request as the API answers it.
+type bkRequest struct{ broker.Request }
 
 func (r bkRequest) reasons() string { return strings.Join(r.Reasons, " | ") + " " + r.Error }
 
 func (s *bkServe) ask(t testing.TB, se bkSession, specs ...string) bkRequest {
 	t.Helper()
-	var r bkRequest
-	s.must(t, http.StatusCreated, "POST", "/v1/sessions/"+se.ID+"/requests", se.Agent, map[string]any{"packages": specs}, &r)
-	return r
+	return bkRequest{ok(s.api(t, se.Agent).Ask(t.Context(), se.ID, specs...))(t)}
+}
+
+// request reads a request as it is now; with wait, long-polls it once.
+func (s *bkServe) request(t testing.TB, token, id string, wait time.Duration) bkRequest {
+	t.Helper()
+	return bkRequest{ok(s.api(t, token).Poll(t.Context(), id, wait))(t)}
 }
 
 // wait long-polls a request until it is terminal (bounded: 3 minutes).
 func (s *bkServe) wait(t testing.TB, token, id string) bkRequest {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		var r bkRequest
-		s.must(t, http.StatusOK, "GET", "/v1/requests/"+id+"?wait=20s", token, nil, &r)
-		switch r.State {
-		case "bound", "denied", "rejected", "failed":
-			return r
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s still %s after 3 minutes", id, r.State)
-		}
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	return bkRequest{ok(s.api(t, token).Wait(ctx, id))(t)}
 }
 
-// bkEnvOf is the part of GET /v1/sessions/{id}/env the suites read.
-type bkEnvOf struct {
-	Session struct {
-		Base string `json:"base"`
-	} `json:"session"`
-	Base     []struct{ Name, Version string } `json:"base_packages"`
-	Bindings []struct {
-		Kind, Digest, Ref string
-		RequestID         string `json:"request_id"`
-	} `json:"bindings"`
-	Requests []bkRequest `json:"open_requests"`
-}
-
-func (s *bkServe) env(t testing.TB, token, id string) bkEnvOf {
+func (s *bkServe) env(t testing.TB, token, id string) broker.Env {
 	t.Helper()
-	var e bkEnvOf
-	s.must(t, http.StatusOK, "GET", "/v1/sessions/"+id+"/env", token, nil, &e)
-	return e
+	return ok(s.api(t, token).Env(t.Context(), id))(t)
+}
+
+// list lists the requests token may see, of the filter's session and state.
+func (s *bkServe) list(t testing.TB, token string, f client.Filter) []bkRequest {
+	t.Helper()
+	var out []bkRequest
+	for _, r := range ok(s.api(t, token).Requests(t.Context(), f))(t) {
+		out = append(out, bkRequest{r})
+	}
+	return out
 }
 
 // requests lists the requests of a session as an admin sees them.
 func (d *bkDeploy) requests(t testing.TB, session string) []bkRequest {
 	t.Helper()
-	var l struct{ Requests []bkRequest }
-	d.serve.must(t, http.StatusOK, "GET", "/v1/requests?session="+session, d.admin, nil, &l)
-	return l.Requests
+	return d.serve.list(t, d.admin, client.Filter{Session: session})
+}
+
+func (s *bkServe) audit(t testing.TB, token, session string) []broker.AuditEvent {
+	t.Helper()
+	return ok(s.api(t, token).Audit(t.Context(), session))(t)
 }
 
 // runSession runs python code in the session's sandbox with pylayer run --session.

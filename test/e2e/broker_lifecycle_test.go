@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -32,8 +34,7 @@ func TestBrokerCrashMidBuild(t *testing.T) {
 	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var cur bkRequest
-		s.must(t, http.StatusOK, "GET", "/v1/requests/"+r.ID, se.Agent, nil, &cur)
+		cur := s.request(t, se.Agent, r.ID, 0)
 		if cur.State == "building" {
 			break
 		}
@@ -63,16 +64,13 @@ func TestBrokerCrashMidBuild(t *testing.T) {
 	default:
 		t.Fatalf("after the restart the request is %s", got.State)
 	}
-	var log struct {
-		Events []struct{ Action, Detail string }
-	}
-	s2.must(t, http.StatusOK, "GET", "/v1/audit?session="+se.ID, d.owner, nil, &log)
 	var resumed bool
-	for _, ev := range log.Events {
+	events := s2.audit(t, d.owner, se.ID)
+	for _, ev := range events {
 		resumed = resumed || ev.Action == "resume"
 	}
 	if !resumed {
-		t.Errorf("the audit log does not say the build was resumed: %+v", log.Events)
+		t.Errorf("the audit log does not say the build was resumed: %+v", events)
 	}
 }
 
@@ -107,11 +105,11 @@ func TestBrokerRebase(t *testing.T) {
 	}
 	wantVersions(t, "not yet rebased", d.versions(ctx, t, se.ID), map[string]string{"pin": "1.0"})
 
-	code, body := s.call(t, "POST", "/v1/sessions/"+se.ID+"/rebase", se.Agent, nil)
-	if code != http.StatusForbidden {
-		t.Errorf("agent rebase: %d %s, want 403", code, body)
+	var refused *client.Error
+	if _, err := s.api(t, se.Agent).Rebase(ctx, se.ID); !errors.As(err, &refused) || refused.Status != http.StatusForbidden {
+		t.Errorf("agent rebase: %v, want 403", err)
 	}
-	s.must(t, http.StatusOK, "POST", "/v1/sessions/"+se.ID+"/rebase", d.owner, nil, nil)
+	ok(s.api(t, d.owner).Rebase(ctx, se.ID))(t)
 	e := s.env(t, se.Agent, se.ID)
 	if e.Session.Base != base2 || len(e.Base) != 1 || e.Base[0].Version != "2.0" {
 		t.Fatalf("after rebase: base %s %+v, want %s (pin 2.0)", e.Session.Base, e.Base, base2)

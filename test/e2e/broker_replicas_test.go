@@ -137,11 +137,11 @@ func TestBrokerReplicasKill9(t *testing.T) {
 			}
 			got := survivor.wait(t, se.Agent, r.ID)
 			rd.bound = time.Since(killedAt)
-			rd.state, rd.digest = got.State, got.Digest
+			rd.state, rd.digest = string(got.State), got.Digest
 			reps[holder] = d.startReplica(t, hosts[holder], dsn) // the dead replica comes back
 		} else {
 			got := reps[0].wait(t, se.Agent, r.ID)
-			rd.state, rd.digest = got.State, got.Digest
+			rd.state, rd.digest = string(got.State), got.Digest
 		}
 		if rd.state != "bound" {
 			t.Errorf("round %d: big==%s ended %s, want bound", n, rd.version, rd.state)

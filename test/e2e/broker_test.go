@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/broker/client"
 )
 
 // fooScript prints the versions of the packages the broker suites bind.
@@ -117,17 +120,14 @@ func TestBrokerScenarios(t *testing.T) {
 		if p.State != "pending" || !strings.Contains(p.reasons(), "offlist") {
 			t.Fatalf("off-list request: %s (%s), want pending naming offlist", p.State, p.reasons())
 		}
-		var polled bkRequest
-		s.must(t, http.StatusOK, "GET", "/v1/requests/"+p.ID+"?wait=1s", a.Agent, nil, &polled)
+		polled := s.request(t, a.Agent, p.ID, time.Second)
 		if polled.State != "pending" {
 			t.Fatalf("a pending request long-polled to %s", polled.State)
 		}
-		var list struct{ Requests []bkRequest }
-		s.must(t, http.StatusOK, "GET", "/v1/requests?state=pending", d.owner, nil, &list)
-		if !hasRequest(list.Requests, p.ID) {
-			t.Fatalf("GET /v1/requests?state=pending does not list %s: %+v", p.ID, list.Requests)
+		if l := s.list(t, d.owner, client.Filter{State: broker.StatePending}); !hasRequest(l, p.ID) {
+			t.Fatalf("GET /v1/requests?state=pending does not list %s: %+v", p.ID, l)
 		}
-		s.must(t, http.StatusOK, "POST", "/v1/requests/"+p.ID+"/approve", d.owner, nil, nil)
+		ok(s.api(t, d.owner).Approve(ctx, p.ID, false))(t)
 		offlist = s.wait(t, a.Agent, p.ID)
 		if offlist.State != "bound" || offlist.Approver != "alice" {
 			t.Fatalf("approved request: %s approver %q (%s), want bound, approver alice", offlist.State, offlist.Approver, offlist.reasons())
@@ -142,7 +142,7 @@ func TestBrokerScenarios(t *testing.T) {
 			t.Fatalf("second off-list request: %s, want pending", q.State)
 		}
 		before := len(s.env(t, a.Agent, a.ID).Bindings)
-		s.must(t, http.StatusOK, "POST", "/v1/requests/"+q.ID+"/deny", d.owner, map[string]string{"reason": "not needed for this task"}, nil)
+		ok(s.api(t, d.owner).Deny(ctx, q.ID, "not needed for this task"))(t)
 		q = s.wait(t, a.Agent, q.ID)
 		if q.State != "denied" || !strings.Contains(q.reasons(), "not needed for this task") {
 			t.Fatalf("denied request: %s (%s), want denied with the reason", q.State, q.reasons())
@@ -161,7 +161,7 @@ func TestBrokerScenarios(t *testing.T) {
 		if p.State != "pending" || !p.Isolated || !strings.Contains(p.reasons(), "pin") || !strings.Contains(p.reasons(), "1.0") {
 			t.Fatalf("base override: %s isolated=%v (%s), want pending, isolated offered, naming the base pin pin 1.0", p.State, p.Isolated, p.reasons())
 		}
-		s.must(t, http.StatusOK, "POST", "/v1/requests/"+p.ID+"/approve", d.owner, map[string]bool{"isolated": true}, nil)
+		ok(s.api(t, d.owner).Approve(ctx, p.ID, true))(t)
 		iso = s.wait(t, x.Agent, p.ID)
 		if iso.State != "bound" {
 			t.Fatalf("isolated request: %s (%s), want bound", iso.State, iso.reasons())
@@ -194,16 +194,10 @@ func TestBrokerScenarios(t *testing.T) {
 
 	// 9. The audit log says which digests a session was bound to and who approved what.
 	t.Run("audit", func(t *testing.T) {
-		var log struct {
-			Events []struct {
-				Actor, Action, Detail, Decision string
-				RequestID                       string `json:"request_id"`
-			}
-		}
-		s.must(t, http.StatusOK, "GET", "/v1/audit?session="+a.ID, d.owner, nil, &log)
+		events := s.audit(t, d.owner, a.ID)
 		bound := map[string]bool{}
 		var approvedBy string
-		for _, ev := range log.Events {
+		for _, ev := range events {
 			if ev.Action == "bound" {
 				for _, r := range []bkRequest{foo1, offlist} {
 					if ev.RequestID == r.ID && strings.Contains(ev.Detail, r.Digest) {
@@ -221,18 +215,18 @@ func TestBrokerScenarios(t *testing.T) {
 			}
 		}
 		if !bound[foo1.ID] || !bound[offlist.ID] {
-			t.Errorf("audit of %s does not record both bindings (foo %s, offlist %s): %+v", a.ID, foo1.Digest, offlist.Digest, log.Events)
+			t.Errorf("audit of %s does not record both bindings (foo %s, offlist %s): %+v", a.ID, foo1.Digest, offlist.Digest, events)
 		}
 		if approvedBy != "alice" {
 			t.Errorf("audit: approval of %s by %q, want alice", offlist.ID, approvedBy)
 		}
-		s.must(t, http.StatusOK, "GET", "/v1/audit?session="+x.ID, d.owner, nil, &log)
+		events = s.audit(t, d.owner, x.ID)
 		var isoOK bool
-		for _, ev := range log.Events {
+		for _, ev := range events {
 			isoOK = isoOK || (ev.Action == "request.approved-isolated" && ev.Actor == "alice" && ev.RequestID == iso.ID)
 		}
 		if !isoOK {
-			t.Errorf("audit of %s has no isolated approval by alice: %+v", x.ID, log.Events)
+			t.Errorf("audit of %s has no isolated approval by alice: %+v", x.ID, events)
 		}
 	})
 
@@ -255,7 +249,7 @@ func hasRequest(l []bkRequest, id string) bool {
 }
 
 // hasBinding reports whether e binds request id (to digest, unless digest is "").
-func hasBinding(e bkEnvOf, id, digest string) bool {
+func hasBinding(e broker.Env, id, digest string) bool {
 	for _, b := range e.Bindings {
 		if b.RequestID == id && (digest == "" || b.Digest == digest) {
 			return true

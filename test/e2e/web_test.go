@@ -1,12 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -42,47 +40,6 @@ func webStartServer(t testing.TB, cmd *exec.Cmd) string {
 	})
 	_, url := startServer(t, cmd, 15*time.Second)
 	return url
-}
-
-// webAPI calls the broker with a bearer token, as an agent or a script would.
-func webAPI(t testing.TB, method, url, token string, body any, want int, out any) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		j, _ := json.Marshal(body)
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != want {
-		t.Fatalf("%s %s: %d %s, want %d", method, url, resp.StatusCode, b, want)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("%s %s: %s: %v", method, url, b, err)
-		}
-	}
-}
-
-type webReq struct {
-	ID       string   `json:"id"`
-	State    string   `json:"state"`
-	Reasons  []string `json:"reasons"`
-	Digest   string   `json:"digest"`
-	Error    string   `json:"error"`
-	Approver string   `json:"approver"`
 }
 
 // TestWebApprover drives the approver page in headless chromium against a real pylayer
@@ -137,15 +94,16 @@ func TestWebApprover(t *testing.T) {
 	url := webStartServer(t, h.command(context.Background(), t, "serve", "--listen", "127.0.0.1:0", "--db", db,
 		"--catalog", catalogPath, "--repo", repo, "--key", priv, "--index-url", idxURL))
 
-	var cs struct {
-		Session struct {
-			ID   string `json:"id"`
-			Base string `json:"base"`
-		} `json:"session"`
-		AgentToken string `json:"agent_token"`
+	api := func(token string) *client.Client { // the broker's API, as an agent or a script calls it
+		c, err := client.New(url, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
-	webAPI(t, "POST", url+"/v1/sessions", owner, map[string]any{}, 201, &cs)
-	ses, agent := cs.Session.ID, cs.AgentToken
+	cs := ok(api(owner).CreateSession(ctx, client.NewSession{}))(t)
+	ses, agentToken := cs.Session.ID, cs.AgentToken
+	agent := api(agentToken)
 	if cs.Session.Base != base1 {
 		t.Fatalf("new session's base %s, want the current one %s", cs.Session.Base, base1)
 	}
@@ -173,8 +131,7 @@ func TestWebApprover(t *testing.T) {
 
 	// An agent's request appears without a reload; the owner approves it; the build finishes
 	// and the binding shows.
-	var r1 webReq
-	webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{"offlist==1.0"}}, 201, &r1)
+	r1 := ok(agent.Ask(ctx, ses, "offlist==1.0"))(t)
 	if r1.State != "pending" {
 		t.Fatalf("offlist: %+v, want pending", r1)
 	}
@@ -185,7 +142,7 @@ func TestWebApprover(t *testing.T) {
 	b.checkAxe("requests with one pending")
 	b.click(card + ` button.approve`)
 	b.waitJS("the build to finish", `const c = document.querySelector(arguments[0]); return !!c && c.querySelector(".badge").textContent === "bound"`, card)
-	webAPI(t, "GET", url+"/v1/requests/"+r1.ID, agent, nil, 200, &r1)
+	r1 = ok(agent.Request(ctx, r1.ID))(t)
 	if r1.State != "bound" || r1.Approver != "alice" || !strings.HasPrefix(r1.Digest, "sha256:") {
 		t.Fatalf("approved request: %+v", r1)
 	}
@@ -202,12 +159,7 @@ func TestWebApprover(t *testing.T) {
 	b.click(`[data-session="` + ses + `"] details summary`)
 	b.waitJS("the base packages open", `const d = document.querySelector(arguments[0]); window.__details = d; return !!d && d.open`,
 		`[data-session="`+ses+`"] details`)
-	var cs2 struct {
-		Session struct {
-			ID string `json:"id"`
-		} `json:"session"`
-	}
-	webAPI(t, "POST", url+"/v1/sessions", owner, map[string]any{}, 201, &cs2)
+	cs2 := ok(api(owner).CreateSession(ctx, client.NewSession{}))(t)
 	b.waitJS("the second session", `return !!document.querySelector(arguments[0])`, `#sessions [data-session="`+cs2.Session.ID+`"]`)
 	var kept struct{ Same, Open bool }
 	b.js(&kept, `const d = document.querySelector(arguments[0]); return {Same: d === window.__details, Open: !!d && d.open}`,
@@ -217,8 +169,7 @@ func TestWebApprover(t *testing.T) {
 	}
 
 	// Deny, with a reason that is HTML: shown as text, never run.
-	var r2 webReq
-	webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{"offlist2"}}, 201, &r2)
+	r2 := ok(agent.Ask(ctx, ses, "offlist2"))(t)
 	b.click(`[data-view="requests"]`)
 	card2 := `[data-request="` + r2.ID + `"]`
 	b.waitJS("the second request", `return !!document.querySelector(arguments[0])`, card2)
@@ -238,8 +189,7 @@ func TestWebApprover(t *testing.T) {
 	if before.Y <= 0 {
 		t.Fatalf("the page did not scroll down to the deny reason (scrollY %v)", before.Y)
 	}
-	var r3 webReq
-	webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{"offlist2==1.0"}}, 201, &r3)
+	r3 := ok(agent.Ask(ctx, ses, "offlist2==1.0"))(t)
 	b.waitJS("the third request", `return !!document.querySelector(arguments[0])`, `#pending [data-request="`+r3.ID+`"]`)
 	var after struct {
 		Same, Focused bool
@@ -266,12 +216,12 @@ func TestWebApprover(t *testing.T) {
 	if pwned {
 		t.Fatal("a deny reason was rendered as HTML")
 	}
-	webAPI(t, "GET", url+"/v1/requests/"+r2.ID, agent, nil, 200, &r2)
+	r2 = ok(agent.Request(ctx, r2.ID))(t)
 	if r2.State != "denied" || !strings.Contains(strings.Join(r2.Reasons, " "), webXSS) {
 		t.Fatalf("denied request as the agent sees it: %+v", r2)
 	}
 	b.screenshot("05-requests-denied")
-	webAPI(t, "POST", url+"/v1/requests/"+r3.ID+"/deny", owner, map[string]any{"reason": "asked twice"}, 200, nil)
+	ok(api(owner).Deny(ctx, r3.ID, "asked twice"))(t)
 
 	// CSRF: the page's own script cannot change anything without the header.
 	var csrf struct{ NoHeader, WrongHeader int }
@@ -388,8 +338,7 @@ func TestWebApprover(t *testing.T) {
 	refreshUnder := func(k int) {
 		t.Helper()
 		rejected++
-		var r webReq
-		webAPI(t, "POST", url+"/v1/sessions/"+ses+"/requests", agent, map[string]any{"packages": []string{fmt.Sprintf("nosuch%d", rejected)}}, 201, &r)
+		r := ok(agent.Ask(ctx, ses, fmt.Sprintf("nosuch%d", rejected)))(t)
 		if r.State != "rejected" {
 			t.Fatalf("a request for a package the index lacks: %+v, want rejected", r)
 		}

@@ -51,7 +51,7 @@ func (s *Store) ClaimBuild(ctx context.Context, l broker.Lease) (broker.Request,
 		if r, err = t.lockRequest(ctx, id); err != nil {
 			return err
 		}
-		if state != broker.StateApproved {
+		if broker.State(state) != broker.StateApproved {
 			detail := "the worker that was building it stopped; building again"
 			if holder != "" {
 				detail = fmt.Sprintf("the lease of %s expired %s ago (its worker stopped mid-build); %s builds it again",
