@@ -45,6 +45,17 @@ func (r *regFlags) open(cmd *cobra.Command, s string) (registry.Ref, registry.Re
 	return ref, repo, err
 }
 
+// openTrusted is how pull and verify start: the trust policy first (a bad one fails before
+// any network), then s parsed and its repository opened.
+func (r *regFlags) openTrusted(cmd *cobra.Command, s string) (registry.Ref, registry.Repo, *trust.Policy, error) {
+	pol, err := r.policy()
+	if err != nil {
+		return registry.Ref{}, nil, nil, err
+	}
+	ref, repo, err := r.open(cmd, s)
+	return ref, repo, pol, err
+}
+
 func (r *regFlags) policy() (*trust.Policy, error) {
 	if r.trust == "" {
 		return nil, nil // trust.Policy.For explains what to do

@@ -19,11 +19,7 @@ visible.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			pol, err := f.policy()
-			if err != nil {
-				return err
-			}
-			ref, repo, err := f.open(cmd, args[0])
+			ref, repo, pol, err := f.openTrusted(cmd, args[0])
 			if err != nil {
 				return err
 			}
