@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+
+	"github.com/pylayer/pylayer/internal/fsx"
 )
 
 // UploadQuota bounds the uploaded wheels one session holds at once: every stored upload
@@ -249,7 +251,7 @@ func (t *uploadTicket) commit(tmp, name, sum string, size int64) (*Upload, error
 		return nil, fmt.Errorf("storing upload %s: %w", name, err)
 	}
 	t.committed = true
-	if err := syncDir(dir); err != nil {
+	if err := fsx.SyncDir(context.Background(), dir); err != nil {
 		return nil, fmt.Errorf("storing upload %s: %w", name, err)
 	}
 	if _, ok := t.h.files[rel]; !ok { // the same wheel again is the same file
@@ -258,15 +260,6 @@ func (t *uploadTicket) commit(tmp, name, sum string, size int64) (*Upload, error
 	}
 	t.h.pinned[rel]++
 	return &Upload{Filename: name, Path: final, SHA256: sum, Size: size, session: t.session}, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // unpin ends the hold of a request in the making on up.

@@ -1,12 +1,13 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 
-	"github.com/spf13/cobra"
-
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/spf13/cobra"
 )
 
 func newKeygenCmd(g *globals) *cobra.Command {
@@ -33,10 +34,10 @@ overwritten.`,
 					return fmt.Errorf("%s exists; not overwriting a key", p)
 				}
 			}
-			if err := writeNew(kf, priv, 0o600); err != nil {
+			if err := writeNew(cmd.Context(), kf, priv, 0o600); err != nil {
 				return err
 			}
-			if err := writeNew(pf, pub, 0o644); err != nil {
+			if err := writeNew(cmd.Context(), pf, pub, 0o644); err != nil {
 				os.Remove(kf)
 				return err
 			}
@@ -47,20 +48,11 @@ overwritten.`,
 	return cmd
 }
 
-func writeNew(path string, b []byte, mode os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
-		return err
+// writeNew creates path with b, never replacing a file (a key) that exists.
+func writeNew(ctx context.Context, path string, b []byte, mode os.FileMode) error {
+	created, err := fsx.CreateFile(ctx, path, b, mode)
+	if err == nil && !created {
+		err = fmt.Errorf("%s exists; not overwriting a key", path)
 	}
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(path)
-		return err
-	}
-	return f.Close()
+	return err
 }
