@@ -69,8 +69,10 @@ func ResolveRef(ctx context.Context, r Repo, ref Ref) (v1.Descriptor, []byte, er
 // PushStats counts the blobs of one Push or Copy. Skipped blobs were present already or
 // mounted from Options.MountFrom.
 type PushStats struct {
-	Blobs, Uploaded, Skipped int
-	BytesUploaded            int64
+	Blobs         int   `json:"blobs"`
+	Uploaded      int   `json:"uploaded"`
+	Skipped       int   `json:"skipped"`
+	BytesUploaded int64 `json:"bytes_uploaded"`
 }
 
 // blob is one blob to transfer and how to read it.

@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -15,14 +13,7 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cli.New().ExecuteContext(ctx)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	var code cli.ExitCode
-	if errors.As(err, &code) {
-		os.Exit(int(code)) // the sandboxed command's own status; it already said why
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "pylayer: error:", err)
-		os.Exit(1)
-	}
+	os.Exit(code)
 }

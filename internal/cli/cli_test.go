@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,7 +69,38 @@ func (e *env) must(out any, args ...string) string {
 			e.t.Fatalf("pylayer %s printed %q: %v", strings.Join(args, " "), stdout, err)
 		}
 	}
+	if slices.Contains(args, "--json") {
+		checkSnakeCase(e.t, strings.Join(args, " "), stdout)
+	}
 	return strings.TrimSpace(stdout)
+}
+
+// checkSnakeCase fails t when the JSON document has an object key with an upper-case
+// letter: every --json output uses snake_case keys (data keys such as annotation names
+// are lower-case too).
+func checkSnakeCase(t testing.TB, what, doc string) {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		t.Fatalf("%s --json printed %q: %v", what, doc, err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			for k, c := range x {
+				if strings.ToLower(k) != k || strings.Contains(k, " ") {
+					t.Errorf("%s --json: key %q at %s is not snake_case", what, k, path)
+				}
+				walk(path+"."+k, c)
+			}
+		case []any:
+			for i, c := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), c)
+			}
+		}
+	}
+	walk("$", v)
 }
 
 var tgtFlags = []string{"--python", "3.11", "--platform", "manylinux_2_28_x86_64"}
@@ -263,5 +296,35 @@ func TestTokenCreate(t *testing.T) {
 	e.must(&j, "token", "create", "--db", db, "--role", "admin", "--subject", "root", "--json")
 	if j.Role != "admin" || j.Subject != "root" || j.Token == tok || len(j.Token) < 20 {
 		t.Errorf("token create --json: %+v", j)
+	}
+}
+
+// TestMainErrors: errors go to stderr, as text, or with --json as {"error", "hint"};
+// stdout stays empty and the status is 1.
+func TestMainErrors(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		json bool
+	}{
+		{[]string{"export", "/nonexistent/l.json", "--format", "pylock"}, false},
+		{[]string{"export", "/nonexistent/l.json", "--format", "pylock", "--json"}, true},
+		{[]string{"--json", "lock", "pin"}, true},
+	} {
+		var out, errb bytes.Buffer
+		code := Main(context.Background(), tt.args, &out, &errb)
+		if code != 1 || out.Len() != 0 {
+			t.Errorf("%v: status %d, stdout %q; want 1 and nothing", tt.args, code, out.String())
+		}
+		if !tt.json {
+			if !strings.HasPrefix(errb.String(), "pylayer: error: ") {
+				t.Errorf("%v: stderr %q", tt.args, errb.String())
+			}
+			continue
+		}
+		var e struct{ Error, Hint string }
+		if err := json.Unmarshal(errb.Bytes(), &e); err != nil || e.Error == "" {
+			t.Errorf("%v: stderr %q is not a JSON error (%v)", tt.args, errb.String(), err)
+		}
+		checkSnakeCase(t, strings.Join(tt.args, " "), errb.String())
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/pylayer/pylayer/assemble"
-	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/sandbox"
 )
 
@@ -20,8 +19,8 @@ type check struct {
 }
 
 type doctorResult struct {
-	Checks []check            `json:"checks"`
-	Cache  cache.DoctorReport `json:"cache"`
+	Checks []check         `json:"checks"`
+	Cache  doctorCacheJSON `json:"cache"`
 }
 
 func newDoctorCmd(g *globals) *cobra.Command {
@@ -84,7 +83,8 @@ fetches them again. Exits non-zero when a check fails.`,
 				err = errors.New("no trust policy: set PYLAYER_TRUST or pass --trust (a cosign public key or a policy file); pulls are refused without one")
 			}
 			add("trust", err, "policy "+f.trust)
-			res.Cache, err = c.Doctor(ctx, repair)
+			rep, err := c.Doctor(ctx, repair)
+			res.Cache = doctorCache(rep)
 			if err == nil && len(res.Cache.Bad) > 0 && !repair {
 				err = fmt.Errorf("%d damaged trees or layers: run pylayer doctor --repair, then pull again", len(res.Cache.Bad))
 			}

@@ -21,7 +21,7 @@ func newGCCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return g.print(cmd.OutOrStdout(), r, fmt.Sprintf("removed %d layers and %d trees, freed %s; %d layers kept", len(r.RemovedLayers), len(r.RemovedTrees), human(r.FreedBytes), len(r.Kept)))
+			return g.print(cmd.OutOrStdout(), gcReportJSON(r), fmt.Sprintf("removed %d layers and %d trees, freed %s; %d layers kept", len(r.RemovedLayers), len(r.RemovedTrees), human(r.FreedBytes), len(r.Kept)))
 		},
 	}
 	cmd.Flags().Int64Var(&maxBytes, "max-bytes", -1, "keep unreferenced layers while the cache is under this size (-1: remove every unreferenced layer)")

@@ -23,7 +23,7 @@ func newLsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if g.json {
-				return g.print(cmd.OutOrStdout(), es, "")
+				return g.print(cmd.OutOrStdout(), entriesJSON(es), "")
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "DIGEST\tSIZE\tWHEELS\tHELD\tREFS")

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,4 +69,38 @@ func (g *globals) print(w io.Writer, v any, text string) error {
 	}
 	_, err := fmt.Fprintln(w, text)
 	return err
+}
+
+// Main runs the command line args and returns the process's exit status: a sandboxed
+// command's own (it already said why it failed), 1 for an error, which it prints to stderr:
+// as text, or with --json as {"error": ..., "hint": ...}.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := New()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	var code ExitCode
+	switch {
+	case errors.As(err, &code):
+		return int(code)
+	case err == nil:
+		return 0
+	}
+	if f := root.PersistentFlags().Lookup("json"); f != nil && f.Value.String() == "true" {
+		out := struct {
+			Error string `json:"error"`
+			Hint  string `json:"hint,omitempty"`
+		}{Error: err.Error()}
+		var h interface{ Hint() string }
+		if errors.As(err, &h) {
+			out.Hint = h.Hint()
+		}
+		enc := json.NewEncoder(stderr)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(out)
+		return 1
+	}
+	fmt.Fprintln(stderr, "pylayer: error:", err)
+	return 1
 }

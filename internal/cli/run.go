@@ -134,6 +134,21 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	if err != nil {
 		return err
 	}
+	if g.json {
+		// The run's status as the result; the session's output goes into it, so that
+		// stdout stays one JSON document.
+		if err := g.print(cmd.OutOrStdout(), runJSON{ID: res.ID, ExitCode: res.ExitCode, Signal: res.Signal,
+			TimedOut: res.TimedOut, Limit: res.Limit, DurationMS: res.Duration.Milliseconds(),
+			Stdout: string(res.Stdout), Stderr: string(res.Stderr),
+			StdoutTruncated: res.StdoutTruncated, StderrTruncated: res.StderrTruncated,
+			Degraded: spec.Degraded(), HostUID: res.Identity.UID}, ""); err != nil {
+			return err
+		}
+		if res.ExitCode != 0 {
+			return ExitCode(res.ExitCode)
+		}
+		return nil
+	}
 	sessionOutput(cmd.OutOrStdout(), res.Stdout, f.rawOutput)
 	sessionOutput(cmd.ErrOrStderr(), res.Stderr, f.rawOutput)
 	if res.TimedOut {
@@ -146,6 +161,22 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		return ExitCode(res.ExitCode)
 	}
 	return nil
+}
+
+// runJSON is `run --json`: how the run ended, with what it printed.
+type runJSON struct {
+	ID              string `json:"id"`
+	ExitCode        int    `json:"exit_code"`
+	Signal          string `json:"signal,omitempty"`
+	TimedOut        bool   `json:"timed_out"`
+	Limit           string `json:"limit,omitempty"`
+	DurationMS      int64  `json:"duration_ms"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	Degraded        bool   `json:"degraded"`
+	HostUID         int    `json:"host_uid"`
 }
 
 // sessionRefs reads what a broker session is bound to, from the broker's API (--broker,

@@ -457,3 +457,29 @@ func TestSandboxWorkspacePaths(t *testing.T) {
 		}
 	})
 }
+
+// TestRunJSON: `run --json` prints how the run ended, with its output, as one JSON
+// document, and exits with the command's status.
+func TestRunJSON(t *testing.T) {
+	t.Parallel()
+	forEachCaller(t, 2*time.Minute, func(ctx context.Context, t *testing.T, h *escapeHost, c caller) {
+		r := h.run(ctx, t, "run", "--json", "--workspace", h.ws, "--", "python3", "-c", `print("out"); import sys; print("err", file=sys.stderr); sys.exit(3)`)
+		var got struct {
+			ID       string `json:"id"`
+			ExitCode int    `json:"exit_code"`
+			TimedOut bool   `json:"timed_out"`
+			Stdout   string `json:"stdout"`
+			Stderr   string `json:"stderr"`
+			HostUID  int    `json:"host_uid"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+			t.Fatalf("run --json printed %q: %v", r.stdout, err)
+		}
+		if r.code != 3 || got.ExitCode != 3 || got.TimedOut || got.Stdout != "out\n" || got.Stderr != "err\n" || got.ID == "" {
+			t.Errorf("exit %d, %+v", r.code, got)
+		}
+		if got.HostUID == 0 {
+			t.Error("the session ran as host root")
+		}
+	})
+}
