@@ -136,11 +136,47 @@ type AuditEvent struct {
 	Detail    string    `json:"detail,omitempty"`
 }
 
-// RequestFilter selects requests; empty fields match everything.
+// Key names a row of a list ordered by (Created, ID): a keyset cursor. A page after a key
+// starts at the row that follows it, so rows added or removed meanwhile neither repeat nor
+// shift the rows that follow. The zero Key starts at the beginning.
+type Key struct {
+	Time time.Time
+	ID   string
+}
+
+// IsZero reports whether k is the zero Key.
+func (k Key) IsZero() bool { return k.Time.IsZero() && k.ID == "" }
+
+// SessionFilter selects sessions; zero fields match everything. Limit 0 is no limit.
+type SessionFilter struct {
+	Owner        string
+	Since, Until time.Time // Created in [Since, Until)
+	After        Key       // start after this (Created, ID)
+	Desc         bool      // newest first
+	Limit        int
+}
+
+// RequestFilter selects requests; zero fields match everything. Limit 0 is no limit.
 type RequestFilter struct {
-	SessionID string
-	State     State
-	Owner     string // the owner of the request's session
+	SessionID    string
+	State        State
+	Owner        string    // the owner of the request's session
+	Since, Until time.Time // Created in [Since, Until)
+	UpdatedSince time.Time // Updated at or after: what changed since a version
+	After        Key       // start after this (Created, ID)
+	Desc         bool      // newest first
+	Limit        int
+}
+
+// AuditFilter selects audit events; zero fields match everything. Limit 0 is no limit.
+type AuditFilter struct {
+	SessionID    string
+	Owner        string // the owner of the event's session
+	Action       string
+	Since, Until time.Time // Time in [Since, Until)
+	AfterID      int64     // start after this ID (before it with Desc)
+	Desc         bool      // newest first
+	Limit        int
 }
 
 // RebasePlan is everything a rebase changes, applied by Store.ApplyRebase in one
@@ -172,6 +208,8 @@ type Store interface {
 	GetSession(ctx context.Context, id string) (Session, error)
 	// ListSessions returns the sessions of owner, or all of them for "".
 	ListSessions(ctx context.Context, owner string) ([]Session, error)
+	// Sessions returns the sessions f selects, ordered by (Created, ID).
+	Sessions(ctx context.Context, f SessionFilter) ([]Session, error)
 	SetSessionBase(ctx context.Context, id, interpreter, base string, baseLock []byte) error
 
 	// PutToken adds t and appends audit; ErrConflict if its hash exists.
@@ -189,6 +227,7 @@ type Store interface {
 	// Transition is UpdateRequest for a change that is audited: fn returns the event
 	// that records it, appended in the same transaction.
 	Transition(ctx context.Context, id string, fn func(*Request) (AuditEvent, error)) error
+	// ListRequests returns the requests f selects, ordered by (Created, ID).
 	ListRequests(ctx context.Context, f RequestFilter) ([]Request, error)
 	// Leases claims builds with leases (lease.go): ClaimBuild, RenewBuild, BindBuild, ...
 	Leases
@@ -205,10 +244,18 @@ type Store interface {
 	// ReplaceBindings swaps every binding of the session for b in one transaction.
 	ReplaceBindings(ctx context.Context, sessionID string, b []Binding) error
 
-	// Audit appends e (its ID is assigned by the store). There is no update or delete.
+	// Audit appends e (its ID is assigned by the store). There is no update, and no
+	// delete but PruneAudit's of events older than a retention horizon.
 	Audit(ctx context.Context, e AuditEvent) error
 	// AuditLog returns the events of a session, or all of them for "".
 	AuditLog(ctx context.Context, sessionID string) ([]AuditEvent, error)
+	// AuditEvents returns the events f selects, ordered by ID.
+	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+	// PruneAudit deletes the events older than before and appends e, whose Detail says
+	// how many went, in one transaction; it returns that count. The horizon only moves
+	// forward (an earlier before deletes nothing), and the database refuses to delete an
+	// event at or after it.
+	PruneAudit(ctx context.Context, before time.Time, e AuditEvent) (int64, error)
 
 	Close() error
 }

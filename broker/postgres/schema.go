@@ -76,4 +76,43 @@ var migrations = []string{
 		holder TEXT COLLATE "C" NOT NULL,
 		until  BIGINT NOT NULL
 	);`,
+	// 3: paged, filtered lists: an index for each filter, ending in the keyset order;
+	// and audit retention: events older than the audit_horizon may be deleted (by
+	// PruneAudit), the horizon only moves forward, and every other event stays.
+	`DROP INDEX sessions_owner;
+	CREATE INDEX sessions_owner ON sessions (owner, created, id);
+	CREATE INDEX sessions_created ON sessions (created, id);
+	DROP INDEX requests_state;
+	CREATE INDEX requests_state ON requests (state, created, id);
+	DROP INDEX requests_session;
+	CREATE INDEX requests_session ON requests (session_id, created, id);
+	CREATE INDEX requests_created ON requests (created, id);
+	CREATE INDEX requests_updated ON requests (updated);
+	CREATE INDEX audit_action ON audit (action, id);
+	CREATE INDEX audit_time ON audit (time);
+	CREATE TABLE audit_horizon (cutoff BIGINT NOT NULL);
+	INSERT INTO audit_horizon (cutoff) VALUES (0);
+	CREATE FUNCTION audit_horizon_forward() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF TG_OP <> 'UPDATE' OR NEW.cutoff < OLD.cutoff THEN
+			RAISE EXCEPTION 'the audit horizon only moves forward';
+		END IF;
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER audit_horizon_forward BEFORE UPDATE OR DELETE ON audit_horizon
+		FOR EACH ROW EXECUTE FUNCTION audit_horizon_forward();
+	CREATE TRIGGER audit_horizon_no_truncate BEFORE TRUNCATE ON audit_horizon
+		FOR EACH STATEMENT EXECUTE FUNCTION audit_horizon_forward();
+	CREATE FUNCTION audit_prune_only() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF OLD.time >= (SELECT cutoff FROM audit_horizon) THEN
+			RAISE EXCEPTION 'the audit log is append-only';
+		END IF;
+		RETURN OLD;
+	END $$;
+	DROP TRIGGER audit_no_update ON audit;
+	CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+		FOR EACH ROW EXECUTE FUNCTION audit_append_only();
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+		FOR EACH ROW EXECUTE FUNCTION audit_prune_only();`,
 }

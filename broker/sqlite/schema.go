@@ -73,6 +73,29 @@ var migrations = []string{
 		holder TEXT NOT NULL,
 		until  BIGINT NOT NULL
 	);`,
+	// 3: paged, filtered lists: an index for each filter, ending in the keyset order;
+	// and audit retention: events older than the audit_horizon may be deleted (by
+	// PruneAudit), the horizon only moves forward, and every other event stays.
+	`DROP INDEX sessions_owner;
+	CREATE INDEX sessions_owner ON sessions (owner, created, id);
+	CREATE INDEX sessions_created ON sessions (created, id);
+	DROP INDEX requests_state;
+	CREATE INDEX requests_state ON requests (state, created, id);
+	DROP INDEX requests_session;
+	CREATE INDEX requests_session ON requests (session_id, created, id);
+	CREATE INDEX requests_created ON requests (created, id);
+	CREATE INDEX requests_updated ON requests (updated);
+	CREATE INDEX audit_action ON audit (action, id);
+	CREATE INDEX audit_time ON audit (time);
+	CREATE TABLE audit_horizon (cutoff BIGINT NOT NULL);
+	INSERT INTO audit_horizon (cutoff) VALUES (0);
+	CREATE TRIGGER audit_horizon_forward BEFORE UPDATE ON audit_horizon WHEN NEW.cutoff < OLD.cutoff
+	BEGIN SELECT RAISE(ABORT, 'the audit horizon only moves forward'); END;
+	CREATE TRIGGER audit_horizon_no_delete BEFORE DELETE ON audit_horizon
+	BEGIN SELECT RAISE(ABORT, 'the audit horizon only moves forward'); END;
+	DROP TRIGGER audit_no_delete;
+	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit WHEN OLD.time >= (SELECT cutoff FROM audit_horizon)
+	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -109,29 +108,4 @@ func (t tx) audit(ctx context.Context, events ...broker.AuditEvent) error {
 		}
 	}
 	return nil
-}
-
-// AuditLog implements broker.Store.
-func (s *Store) AuditLog(ctx context.Context, sessionID string) ([]broker.AuditEvent, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT id, time, actor, action, session_id, request_id, packages, decision, detail
-		FROM audit WHERE (CAST(? AS TEXT) = '' OR session_id = ?) ORDER BY id`), sessionID, sessionID)
-	if err != nil {
-		return nil, fmt.Errorf("reading the audit log: %w", err)
-	}
-	return collect(rows, "reading the audit log", func(sc interface{ Scan(...any) error }) (broker.AuditEvent, error) {
-		var e broker.AuditEvent
-		var tm int64
-		var pkgs string
-		if err := sc.Scan(&e.ID, &tm, &e.Actor, &e.Action, &e.SessionID, &e.RequestID, &pkgs, &e.Decision, &e.Detail); err != nil {
-			return e, err
-		}
-		if err := json.Unmarshal([]byte(pkgs), &e.Packages); err != nil {
-			return e, fmt.Errorf("audit event %d: %w", e.ID, err)
-		}
-		if len(e.Packages) == 0 {
-			e.Packages = nil
-		}
-		e.Time = fromNanos(tm)
-		return e, nil
-	})
 }

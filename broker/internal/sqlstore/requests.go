@@ -199,19 +199,6 @@ func (t tx) updateRequest(ctx context.Context, id string, fn func(*broker.Reques
 	return r, t.notify(ctx, id)
 }
 
-// ListRequests implements broker.Store.
-func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]broker.Request, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+prefixed("r.", requestCols)+` FROM requests r
-		JOIN sessions s ON s.id = r.session_id
-		WHERE (CAST(? AS TEXT) = '' OR r.session_id = ?) AND (CAST(? AS TEXT) = '' OR r.state = ?)
-		AND (CAST(? AS TEXT) = '' OR s.owner = ?)
-		ORDER BY r.created, r.id`), f.SessionID, f.SessionID, f.State, f.State, f.Owner, f.Owner)
-	if err != nil {
-		return nil, fmt.Errorf("listing requests: %w", err)
-	}
-	return collect(rows, "listing requests", scanRequest)
-}
-
 // prefixed qualifies each column of a column list with the table alias p.
 func prefixed(p, cols string) string {
 	parts := strings.Split(cols, ",")

@@ -224,16 +224,6 @@ func (s *Store) GetSession(ctx context.Context, id string) (broker.Session, erro
 	return se, nil
 }
 
-// ListSessions implements broker.Store.
-func (s *Store) ListSessions(ctx context.Context, owner string) ([]broker.Session, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions
-		WHERE (CAST(? AS TEXT) = '' OR owner = ?) ORDER BY created, id`), owner, owner)
-	if err != nil {
-		return nil, fmt.Errorf("listing sessions: %w", err)
-	}
-	return collect(rows, "listing sessions", scanSession)
-}
-
 // collect scans every row with scan and closes rows; errors say what was being listed.
 func collect[T any](rows *sql.Rows, what string, scan func(sc interface{ Scan(...any) error }) (T, error)) ([]T, error) {
 	defer rows.Close()
