@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# Broker benchmark: one `pylayer serve` on loopback (SQLite store, oci: layout repository,
-# local index, a catalog that allowlists foo), N sessions, then N agents at once, each
-# polling its env POLLS times, asking for foo (every DISTINCT-th agent for foo==2.0, the
-# rest for foo==1.0: most requests bind an existing layer without a build) and long-polling
-# the request until it is bound. bench/brokerload does the load and prints throughput,
-# p50/p99/max per endpoint and the wall time. See bench/README.md.
+# Broker benchmark: `pylayer serve` on loopback (oci: layout repository, local index, a
+# catalog that allowlists foo) in three setups, sqlite1, postgres1 and postgres2 (two
+# replicas on one database, agents spread over them), each on a fresh store and a fresh
+# copy of the repository: N sessions, then N agents at once, each polling its env POLLS
+# times, asking for foo (every DISTINCT-th agent for foo==2.0, the rest for foo==1.0: most
+# requests bind an existing layer without a build) and long-polling the request until it
+# is bound. bench/brokerload runs the same burst against a trivial Go handler (the floor)
+# first, in the same run, and prints p50/p99 of GET env, POST requests and
+# request-to-bound with their ratios to the floor. Last, BIG agents across two replicas on
+# PostgreSQL. Every setup must end with every request bound and each distinct layer
+# pushed once (its tags in the repository, the replicas' "layer pushed" log lines).
+# PostgreSQL is Debian's server, initdb'd into a temporary directory (as the postgres user
+# when run as root) on 127.0.0.1 with fsync on, and stopped on exit. See bench/README.md.
 #
-#   make build && bash bench/broker.sh        # N=200 POLLS=3 DISTINCT=10 JOBS=2 by default
+#   make build && bash bench/broker.sh           # N=200 BIG=1000 POLLS=3 DISTINCT=10 JOBS=2
+#   CASES=sqlite1 BIG=0 bash bench/broker.sh     # SQLite only, no big run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 N=${N:-200}
+BIG=${BIG:-1000}
 POLLS=${POLLS:-3}
 DISTINCT=${DISTINCT:-10}
 JOBS=${JOBS:-2}
+CASES=${CASES:-sqlite1 postgres1 postgres2}
 PYLAYER=${PYLAYER:-bin/pylayer}   # the binary under test
 
-for v in N POLLS DISTINCT JOBS; do
+for v in N BIG POLLS DISTINCT JOBS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v@Q}: want a non-negative integer"
 done
 (( N >= 1 && DISTINCT >= 1 && JOBS >= 1 )) || die "N, DISTINCT and JOBS must be at least 1"
@@ -48,19 +58,86 @@ repo="oci:$PWD/$work/repo"
 cat >"$work/catalog.json" <<'EOF'
 {"base": ["pin"], "allow": [{"name": "foo"}]}
 EOF
-owner=$("$PYLAYER" token create --db "$work/broker.db" --role owner --subject bench)
-
-"$PYLAYER" --cache "$work/cache" serve --listen 127.0.0.1:0 --db "$work/broker.db" --catalog "$work/catalog.json" \
-  --repo "$repo" --key "$work/cosign.key" --index-url "$url" --jobs "$JOBS" >"$work/serve.url" 2>"$work/serve.log" &
-pids+=($!)
-waitfile "$work/serve.url" "pylayer serve"
-burl=$(head -n1 "$work/serve.url")
-
 specs=()
 for ((i = 1; i < DISTINCT; i++)); do specs+=("foo==1.0"); done
 specs+=("foo==2.0")
-echo "running $N agents against $burl ..." >&2
-"$work/brokerload" -url "$burl" -token "$owner" -n "$N" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")"
-# Distinct specs over one base: that many ext layers, each built and pushed once.
-exts=$(grep -o '"org.opencontainers.image.ref.name": *"ext-[0-9a-f]*"' "$work/repo/index.json" | sort -u | wc -l)
-echo "ext layers in the repository: $exts (distinct specs: $(printf '%s\n' "${specs[@]}" | sort -u | wc -l))"
+distinct=$(printf '%s\n' "${specs[@]}" | sort -u | wc -l)
+
+"$work/brokerload" -serve-floor >"$work/floor.url" 2>"$work/floor.log" &
+pids+=($!)
+waitfile "$work/floor.url" "brokerload -serve-floor"
+floor=$(head -n1 "$work/floor.url")
+
+# PostgreSQL, started when a setup first needs it; a fresh database for each setup.
+pg_bin= pg_dir= pg_port=
+trap 'cleanup; [[ -z $pg_dir ]] || rm -rf "$pg_dir"' EXIT
+pg_start() {
+  [[ -n $pg_port ]] && return
+  local as=()
+  pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1)
+  [[ -n $pg_bin && -x $pg_bin/initdb ]] || die "no PostgreSQL server in /usr/lib/postgresql/*/bin: run 'make deps' (Debian's postgresql)"
+  pg_dir=$(mktemp -d /tmp/pylayer-bench-pg.XXXXXX)
+  if (( EUID == 0 )); then chown postgres: "$pg_dir"; as=(setpriv --reuid=postgres --regid=postgres --clear-groups --); fi
+  "${as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
+    { cat "$work/initdb.log" >&2; die "initdb failed"; }
+  pg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "${as[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "$pg_dir" \
+    -c max_connections=200 -c shared_buffers=64MB >"$work/postgres.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 200); do "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && return; sleep 0.05; done
+  die "postgres did not start; see $work/postgres.log"
+}
+pg_newdb() { # pg_newdb NAME: creates the empty database NAME and prints its URL
+  "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U postgres "$1" >&2 || die "createdb $1 failed"
+  echo "postgres://postgres@127.0.0.1:$pg_port/$1?sslmode=disable"
+}
+
+summaries=()
+# bench_case LABEL STORE REPLICAS AGENTS: a fresh store and copy of the repository,
+# REPLICAS serve processes on them (each with its own cache), the burst after its floor,
+# then the counts.
+bench_case() {
+  local label=$1 store=$2 replicas=$3 agents=$4 d="$work/$1" db owner k urls=() spids=()
+  mkdir -p "$d"
+  cp -a "$work/repo" "$d/repo"
+  case $store in
+    sqlite) db="$d/broker.db" ;;
+    postgres) pg_start; db=$(pg_newdb "bench_${label//-/_}") ;;
+  esac
+  owner=$("$PYLAYER" token create --db "$db" --role owner --subject bench)
+  for ((k = 1; k <= replicas; k++)); do
+    cp -a "$work/cache" "$d/cache$k"
+    "$PYLAYER" --cache "$d/cache$k" serve --listen 127.0.0.1:0 --db "$db" --data "$d/uploads$k" --catalog "$work/catalog.json" \
+      --repo "oci:$PWD/$d/repo" --key "$work/cosign.key" --index-url "$url" --jobs "$JOBS" >"$d/serve$k.url" 2>"$d/serve$k.log" &
+    spids+=($!)
+    pids+=($!)
+    waitfile "$d/serve$k.url" "pylayer serve ($label, replica $k)"
+    urls+=("$(head -n1 "$d/serve$k.url")")
+  done
+  echo "running $agents agents: $label ($store, $replicas replica(s)) ..." >&2
+  "$work/brokerload" -url "$(IFS=,; echo "${urls[*]}")" -floor "$floor" -token "$owner" -label "$label" \
+    -n "$agents" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")" | tee "$d/load.txt"
+  for k in "${spids[@]}"; do kill "$k"; wait "$k" 2>/dev/null || true; done
+  # Distinct specs over one base: that many ext layers, each built and pushed once.
+  local exts pushed
+  exts=$(grep -o '"org.opencontainers.image.ref.name": *"ext-[0-9a-f]*"' "$d/repo/index.json" | sort -u | wc -l)
+  pushed=$(cat "$d"/serve*.log | grep -c 'msg="layer pushed"' || true)
+  echo "$label: ext layers in the repository $exts, layers pushed $pushed (distinct specs: $distinct)"
+  (( exts == distinct && pushed == distinct )) || die "$label: $exts ext tags and $pushed pushes, want $distinct of each"
+  summaries+=("$(grep '^summary ' "$d/load.txt" | sed 's/^summary //')")
+  echo >&2
+}
+
+for c in $CASES; do
+  case $c in
+    sqlite1) bench_case sqlite1 sqlite 1 "$N" ;;
+    postgres1) bench_case postgres1 postgres 1 "$N" ;;
+    postgres2) bench_case postgres2 postgres 2 "$N" ;;
+    *) die "CASES: unknown setup ${c@Q} (sqlite1, postgres1 or postgres2)" ;;
+  esac
+done
+(( BIG == 0 )) || bench_case "postgres2-$BIG" postgres 2 "$BIG"
+
+echo
+echo "summary: p50, p99 (p99 over the floor's p99 in the same run); targets GET env 2x, POST requests 3x, request-to-bound 5x"
+printf '%s\n' "${summaries[@]}"

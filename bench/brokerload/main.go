@@ -1,15 +1,21 @@
 // Command brokerload is the load generator of the broker benchmark (bench/broker.sh).
 //
 //	brokerload -write-wheels DIR
-//	brokerload -url http://127.0.0.1:PORT -token OWNER_TOKEN [-n 200] [-polls 3] [-specs foo==1.0,foo==2.0]
+//	brokerload -serve-floor
+//	brokerload -url URL[,URL...] -token OWNER_TOKEN [-floor URL] [-n 200] [-polls 3] [-specs foo==1.0,foo==2.0] [-label NAME]
 //
 // With -write-wheels it writes the benchmark's index (pin 1.0 for the base, foo 1.0 and
-// 2.0 for the requests) and exits. Otherwise it creates N sessions with the owner token,
-// then starts N agents at once; each polls GET /v1/sessions/{id}/env POLLS times, POSTs a
-// request for specs[i % len(specs)] (so most requests are identical and bind an existing
-// layer without a build) and long-polls GET /v1/requests/{id}?wait=30s until it is
-// terminal (through broker/client). It prints throughput, p50/p99/max latency per endpoint and the wall time, and
-// exits non-zero unless every request ends bound. Loopback only; every loop is bounded.
+// 2.0 for the requests) and exits. With -serve-floor it serves the floor, a trivial Go
+// handler that answers the same calls with fixed bodies, and prints its URL. Otherwise it
+// creates N sessions with the owner token, spread over the replicas -url names, then
+// starts N agents at once, agent i on replica i mod len; each polls GET
+// /v1/sessions/{id}/env POLLS times, POSTs a request for specs[i % len(specs)] (so most
+// requests are identical and bind an existing layer without a build) and long-polls GET
+// /v1/requests/{id}?wait=30s until it is terminal (through broker/client). With -floor the
+// same burst runs against the floor first. It prints throughput, p50/p99/max latency per
+// endpoint and the wall time, the p50/p99 ratios to the floor with the targets and
+// a one-line summary, and exits non-zero unless every request ends bound. Loopback only;
+// every loop is bounded.
 package main
 
 import (
@@ -39,18 +45,24 @@ func main() {
 }
 
 type config struct {
-	url, token string
-	n, polls   int
-	specs      []string
-	timeout    time.Duration
+	urls     []string // the broker's replicas; agent i talks to urls[i % len]
+	floor    string   // the floor's URL, or ""
+	token    string
+	n, polls int
+	specs    []string
+	timeout  time.Duration
+	label    string
 }
 
 func run(args []string) error {
 	fs := flag.NewFlagSet("brokerload", flag.ContinueOnError)
 	wheels := fs.String("write-wheels", "", "write the benchmark's wheels into this index directory and exit")
+	floor := fs.Bool("serve-floor", false, "serve the floor (a trivial handler) on 127.0.0.1, print its URL and serve until SIGTERM")
 	var c config
-	fs.StringVar(&c.url, "url", "", "broker URL (http://127.0.0.1:PORT)")
+	urls := fs.String("url", "", "broker URL (http://127.0.0.1:PORT), or several replicas' URLs, comma-separated")
+	fs.StringVar(&c.floor, "floor", "", "the floor's URL (brokerload -serve-floor): the same burst runs against it first")
 	fs.StringVar(&c.token, "token", "", "owner token that creates the sessions")
+	fs.StringVar(&c.label, "label", "broker", "what the run is called in the summary line")
 	fs.IntVar(&c.n, "n", 200, "sessions, and agents at once")
 	fs.IntVar(&c.polls, "polls", 3, "GET env calls per agent before its request")
 	specs := fs.String("specs", "foo==1.0", "comma-separated requirements; agent i asks for the (i mod len)-th")
@@ -61,20 +73,41 @@ func run(args []string) error {
 	if *wheels != "" {
 		return writeWheels(*wheels)
 	}
+	if *floor {
+		return serveFloor()
+	}
 	c.specs = strings.Split(*specs, ",")
 	if c.n < 1 || c.n > 10000 || c.polls < 0 || c.polls > 100 {
 		return errors.New("-n must be 1..10000 and -polls 0..100")
 	}
-	u, err := url.Parse(c.url)
-	if err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
-		return fmt.Errorf("-url %q: want http://127.0.0.1:PORT (loopback only)", c.url)
+	c.urls = strings.Split(*urls, ",")
+	for _, s := range append(append([]string(nil), c.urls...), c.floor) {
+		if s == "" && s == c.floor {
+			continue
+		}
+		u, err := url.Parse(s)
+		if err != nil || u.Scheme != "http" || !loopback(u.Hostname()) {
+			return fmt.Errorf("%q: want http://127.0.0.1:PORT (loopback only)", s)
+		}
 	}
 	if c.token == "" {
 		return errors.New("-token is required (pylayer token create --role owner)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	return bench(ctx, c)
+	var fl *result
+	if c.floor != "" {
+		fc := c
+		fc.urls, fc.token = []string{c.floor}, "floor"
+		r, err := burst(ctx, fc)
+		if err != nil {
+			return fmt.Errorf("the floor: %w", err)
+		}
+		fl = &r
+	}
+	r, err := burst(ctx, c)
+	report(c, r, fl)
+	return err
 }
 
 func loopback(host string) bool {
@@ -106,16 +139,36 @@ func (l *latencies) observe(c client.Call) {
 	l.lat[c.Endpoint] = append(l.lat[c.Endpoint], c.Duration)
 }
 
-func bench(ctx context.Context, cfg config) error {
+// result is one burst's measurements.
+type result struct {
+	setup, wall time.Duration
+	toBound     []time.Duration
+	lat         map[string][]time.Duration
+	bound       int
+}
+
+// The endpoints the summary compares with the floor.
+const (
+	epEnv = "GET /v1/sessions/{id}/env"
+	epAsk = "POST /v1/sessions/{id}/requests"
+)
+
+// burst creates cfg.n sessions (16 at a time, spread over the replicas), then runs cfg.n
+// agents at once, agent i against replica i mod len(cfg.urls).
+func burst(ctx context.Context, cfg config) (result, error) {
 	tr := &http.Transport{MaxIdleConns: cfg.n + 16, MaxIdleConnsPerHost: cfg.n + 16, Proxy: nil}
 	defer tr.CloseIdleConnections()
 	lat := &latencies{lat: map[string][]time.Duration{}}
-	owner, err := client.New(cfg.url, cfg.token, client.WithHTTPClient(&http.Client{Transport: tr}), client.WithObserver(lat.observe))
-	if err != nil {
-		return err
+	owners := make([]*client.Client, len(cfg.urls))
+	for i, u := range cfg.urls {
+		var err error
+		owners[i], err = client.New(u, cfg.token, client.WithHTTPClient(&http.Client{Transport: tr}), client.WithObserver(lat.observe))
+		if err != nil {
+			return result{}, err
+		}
 	}
 
-	// Sessions, 16 at a time (setup; reported but not part of the agents' wall time).
+	// Sessions (setup; reported but not part of the agents' wall time).
 	sessions := make([]*client.Client, cfg.n)
 	ids := make([]string, cfg.n)
 	errs := make([]error, cfg.n)
@@ -128,18 +181,18 @@ func bench(ctx context.Context, cfg config) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
+			owner := owners[i%len(owners)]
 			cs, err := owner.CreateSession(ctx, client.NewSession{})
 			ids[i], sessions[i], errs[i] = cs.Session.ID, owner.WithToken(cs.AgentToken), err
 		}()
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("creating sessions: %w", err)
+		return result{}, fmt.Errorf("creating sessions: %w", err)
 	}
-	setupWall := time.Since(setup)
+	res := result{setup: time.Since(setup), toBound: make([]time.Duration, cfg.n)}
 
 	// Agents, all at once.
-	toBound := make([]time.Duration, cfg.n)
 	final := make([]broker.Request, cfg.n)
 	gate := make(chan struct{})
 	for i, agentClient := range sessions {
@@ -149,55 +202,94 @@ func bench(ctx context.Context, cfg config) error {
 			<-gate
 			t0 := time.Now()
 			final[i], errs[i] = agent(ctx, agentClient, cfg, i, ids[i])
-			toBound[i] = time.Since(t0)
+			res.toBound[i] = time.Since(t0)
 		}()
 	}
 	start := time.Now()
 	close(gate)
 	wg.Wait()
-	wall := time.Since(start)
+	res.wall = time.Since(start)
+	res.lat = lat.lat
 
-	bound := 0
 	var failures []string
 	for i, r := range final {
 		switch {
 		case errs[i] != nil:
 			failures = append(failures, errs[i].Error())
 		case r.State == broker.StateBound:
-			bound++
+			res.bound++
 		default:
 			failures = append(failures, fmt.Sprintf("request %s ended %s %s", r.ID, r.State, r.Error))
 		}
-	}
-	calls := 0
-	for ep, l := range lat.lat {
-		if ep != "POST /v1/sessions" {
-			calls += len(l)
-		}
-	}
-	fmt.Printf("broker load: %d sessions (setup %s), %d agents at once, %d env polls each, specs %s\n",
-		cfg.n, setupWall.Round(time.Millisecond), cfg.n, cfg.polls, strings.Join(cfg.specs, ","))
-	fmt.Printf("agents' wall time           %s\n", wall.Round(time.Millisecond))
-	fmt.Printf("agent HTTP calls            %d (%.0f requests/s)\n", calls, float64(calls)/wall.Seconds())
-	fmt.Printf("package requests bound      %d of %d (%.1f bound/s)\n", bound, cfg.n, float64(bound)/wall.Seconds())
-	fmt.Printf("request-to-bound per agent  p50 %s  p99 %s  max %s\n", pct(toBound, 50), pct(toBound, 99), pct(toBound, 100))
-	fmt.Printf("%-36s %6s %10s %10s %10s\n", "endpoint", "calls", "p50", "p99", "max")
-	var eps []string
-	for ep := range lat.lat {
-		eps = append(eps, ep)
-	}
-	sort.Strings(eps)
-	for _, ep := range eps {
-		l := lat.lat[ep]
-		fmt.Printf("%-36s %6d %10s %10s %10s\n", ep, len(l), pct(l, 50), pct(l, 99), pct(l, 100))
 	}
 	if len(failures) > 0 {
 		if len(failures) > 5 {
 			failures = append(failures[:5], fmt.Sprintf("... and %d more", len(failures)-5))
 		}
-		return fmt.Errorf("%d of %d agents did not end bound:\n  %s", cfg.n-bound, cfg.n, strings.Join(failures, "\n  "))
+		return res, fmt.Errorf("%d of %d agents did not end bound:\n  %s", cfg.n-res.bound, cfg.n, strings.Join(failures, "\n  "))
 	}
-	return nil
+	return res, nil
+}
+
+// report prints r, and its ratios to the floor fl when there is one. The last line,
+// "summary LABEL ...", is one line per run for the script's table.
+func report(cfg config, r result, fl *result) {
+	calls := 0
+	for ep, l := range r.lat {
+		if ep != "POST /v1/sessions" {
+			calls += len(l)
+		}
+	}
+	fmt.Printf("broker load (%s): %d sessions (setup %s), %d agents at once over %d replica(s), %d env polls each, specs %s\n",
+		cfg.label, cfg.n, r.setup.Round(time.Millisecond), cfg.n, len(cfg.urls), cfg.polls, strings.Join(cfg.specs, ","))
+	fmt.Printf("agents' wall time           %s\n", r.wall.Round(time.Millisecond))
+	fmt.Printf("agent HTTP calls            %d (%.0f requests/s)\n", calls, float64(calls)/r.wall.Seconds())
+	fmt.Printf("package requests bound      %d of %d (%.1f bound/s)\n", r.bound, cfg.n, float64(r.bound)/r.wall.Seconds())
+	fmt.Printf("request-to-bound per agent  p50 %s  p99 %s  max %s\n", pct(r.toBound, 50), pct(r.toBound, 99), pct(r.toBound, 100))
+	fmt.Printf("%-36s %6s %10s %10s %10s\n", "endpoint", "calls", "p50", "p99", "max")
+	var eps []string
+	for ep := range r.lat {
+		eps = append(eps, ep)
+	}
+	sort.Strings(eps)
+	for _, ep := range eps {
+		l := r.lat[ep]
+		fmt.Printf("%-36s %6d %10s %10s %10s\n", ep, len(l), pct(l, 50), pct(l, 99), pct(l, 100))
+	}
+	if fl == nil {
+		return
+	}
+	rows := []struct {
+		name   string
+		b, f   []time.Duration
+		target float64
+	}{
+		{"GET env", r.lat[epEnv], fl.lat[epEnv], 2},
+		{"POST requests", r.lat[epAsk], fl.lat[epAsk], 3},
+		{"request-to-bound", r.toBound, fl.toBound, 5},
+	}
+	fmt.Printf("%-18s %10s %10s %10s %10s %8s %8s %7s\n", "vs floor", "p50", "floor p50", "p99", "floor p99", "p50 x", "p99 x", "target")
+	sum := "summary " + cfg.label
+	for _, row := range rows {
+		p99x := ratio(row.b, row.f, 99)
+		verdict := "ok"
+		if p99x > row.target {
+			verdict = "MISSED"
+		}
+		fmt.Printf("%-18s %10s %10s %10s %10s %8.2f %8.2f %4.0fx %s\n", row.name, pct(row.b, 50), pct(row.f, 50), pct(row.b, 99), pct(row.f, 99),
+			ratio(row.b, row.f, 50), p99x, row.target, verdict)
+		sum += fmt.Sprintf(" | %s p50 %s p99 %s (%.2fx floor %s)", row.name, pct(row.b, 50), pct(row.b, 99), p99x, pct(row.f, 99))
+	}
+	fmt.Println(sum)
+}
+
+// ratio is the p-th percentile of b over that of f.
+func ratio(b, f []time.Duration, p int) float64 {
+	fb, ff := quantile(b, p), quantile(f, p)
+	if ff <= 0 {
+		return 0
+	}
+	return float64(fb) / float64(ff)
 }
 
 // agent is one agent's life: look at the env, ask, wait until bound (at most 20 long polls).
@@ -214,16 +306,23 @@ func agent(ctx context.Context, c *client.Client, cfg config, i int, session str
 	return r, err
 }
 
+// quantile is the p-th percentile (nearest rank) of l, 0 for none.
+func quantile(l []time.Duration, p int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), l...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	k := max((p*len(s)+99)/100, 1)
+	return s[k-1]
+}
+
 // pct is the p-th percentile (nearest rank) of l, rounded for printing.
 func pct(l []time.Duration, p int) string {
 	if len(l) == 0 {
 		return "-"
 	}
-	s := append([]time.Duration(nil), l...)
-	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
-	k := (p*len(s) + 99) / 100
-	k = max(k, 1)
-	d := s[k-1]
+	d := quantile(l, p)
 	switch {
 	case d >= time.Second:
 		return d.Round(time.Millisecond).String()

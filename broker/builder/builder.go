@@ -332,6 +332,7 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 	f.desc, f.err = res.Desc, err
 	if res.Pushed {
 		w.builds.Add(1)
+		w.cfg.Logger.Info("layer pushed", "tag", tag, "digest", res.Desc.Digest.String())
 	} else if res.Desc.Digest != "" {
 		w.binds.Add(1)
 	}
