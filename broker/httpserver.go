@@ -89,7 +89,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- hs.Serve(LimitListener(ln, s.o.HTTP.MaxConns)) }()
 	fctx, stopFollow := context.WithCancel(ctx)
 	followed := s.followFeed(fctx)
-	defer func() { stopFollow(); <-followed }()
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		if s.o.AuditRetention > 0 {
+			s.pruneAudit(fctx)
+		}
+	}()
+	defer func() { stopFollow(); <-followed; <-pruned }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -87,26 +88,58 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) 
 	writeJSON(w, http.StatusCreated, CreatedSession{Session: se, AgentToken: secret})
 }
 
-// ownerFilter is "" for admins (everything) and the subject for owners.
-func ownerFilter(t Token) string {
-	if t.Role == RoleAdmin {
-		return ""
-	}
-	return t.Subject
-}
-
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Token) {
-	l, err := s.o.Store.ListSessions(r.Context(), ownerFilter(t))
+	q := r.URL.Query()
+	lq, err := parseList(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	owner, ok := ownerParam(w, q, t)
+	if !ok {
+		return
+	}
+	l, err := s.o.Store.Sessions(r.Context(), SessionFilter{Owner: owner, Since: lq.since, Until: lq.until,
+		After: lq.after.key(), Desc: lq.desc, Limit: lq.limit + 1})
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"sessions": nonNil(l)})
+	page(w, "sessions", l, lq.limit, func(x Session) string { return keyCursor(x.Created, x.ID, lq.desc) })
+}
+
+// ownerParam is the ?owner= filter a token may use: any for admins, its own for owners
+// (the default); false after answering 403.
+func ownerParam(w http.ResponseWriter, q url.Values, t Token) (string, bool) {
+	owner := q.Get("owner")
+	if t.Role == RoleAdmin {
+		return owner, true
+	}
+	if owner != "" && owner != t.Subject {
+		writeError(w, http.StatusForbidden, "owners list their own sessions only", "leave out \"owner\"")
+		return "", false
+	}
+	return t.Subject, true
 }
 
 func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 	q := r.URL.Query()
-	f := RequestFilter{State: State(q.Get("state")), SessionID: q.Get("session"), Owner: ownerFilter(t)}
+	lq, err := parseList(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	owner, ok := ownerParam(w, q, t)
+	if !ok {
+		return
+	}
+	updated, err := parseTime(q, "updated_since")
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	f := RequestFilter{State: State(q.Get("state")), SessionID: q.Get("session"), Owner: owner,
+		Since: lq.since, Until: lq.until, UpdatedSince: updated, After: lq.after.key(), Desc: lq.desc, Limit: lq.limit + 1}
 	if f.State != "" && !f.State.Valid() {
 		names := make([]string, len(States))
 		for i, st := range States {
@@ -123,7 +156,7 @@ func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 	for i := range l {
 		l[i] = publicRequest(l[i])
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"requests": nonNil(l)})
+	page(w, "requests", l, lq.limit, func(x Request) string { return keyCursor(x.Created, x.ID, lq.desc) })
 }
 
 func nonNil[T any](s []T) []T {
@@ -298,37 +331,30 @@ func (s *Server) gc(w http.ResponseWriter, r *http.Request, t Token) {
 }
 
 func (s *Server) auditLog(w http.ResponseWriter, r *http.Request, t Token) {
-	id := r.URL.Query().Get("session")
+	q := r.URL.Query()
+	lq, err := parseList(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return
+	}
+	id := q.Get("session")
 	if id != "" {
 		if _, ok := s.session(w, r, t, id); !ok {
 			return
 		}
 	}
-	l, err := s.o.Store.AuditLog(r.Context(), id)
+	owner, ok := ownerParam(w, q, t) // an owner sees the events of their sessions only
+	if !ok {
+		return
+	}
+	l, err := s.o.Store.AuditEvents(r.Context(), AuditFilter{SessionID: id, Owner: owner, Action: q.Get("action"),
+		Since: lq.since, Until: lq.until, AfterID: lq.after.Seq, Desc: lq.desc, Limit: lq.limit + 1})
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	if id == "" && t.Role != RoleAdmin { // an owner sees the events of their sessions only
-		mine, err := s.o.Store.ListSessions(r.Context(), t.Subject)
-		if err != nil {
-			s.internal(w, r, err)
-			return
-		}
-		own := map[string]bool{}
-		for _, se := range mine {
-			own[se.ID] = true
-		}
-		kept := l[:0]
-		for _, e := range l {
-			if own[e.SessionID] {
-				kept = append(kept, e)
-			}
-		}
-		l = kept
-	}
 	for i := range l {
 		l[i].Detail = RedactPaths(l[i].Detail)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(l)})
+	page(w, "events", l, lq.limit, func(e AuditEvent) string { return cursor{Seq: e.ID, Desc: lq.desc}.encode() })
 }

@@ -45,6 +45,11 @@ type Options struct {
 	HTTP   HTTPLimits   // timeouts, header and connection limits (HTTPServer, Serve)
 	Quota  UploadQuota  // uploaded wheels a session holds at once
 	SignIn SignInLimits // the web page's sign-ins
+
+	// AuditRetention, if set, is how long audit events are kept: Serve deletes older
+	// ones every AuditPruneEvery (default DefaultAuditPruneEvery), auditing each run.
+	AuditRetention  time.Duration
+	AuditPruneEvery time.Duration
 }
 
 // Server is the broker's HTTP API.
@@ -88,6 +93,9 @@ func NewServer(o Options) (*Server, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.AuditPruneEvery <= 0 {
+		o.AuditPruneEvery = DefaultAuditPruneEvery
+	}
 	if o.Recheck <= 0 {
 		o.Recheck = DefaultRecheck
 		if _, ok := o.Store.(ChangeFeed); ok {
@@ -118,6 +126,7 @@ func NewServer(o Options) (*Server, error) {
 		{"GET /v1/layers", approver, s.layers},
 		{"POST /v1/gc", adminOnly, s.gc},
 		{"GET /v1/audit", approver, s.auditLog},
+		{"GET /v1/audit/export", adminOnly, s.auditExport},
 	} {
 		s.routes = append(s.routes, rt.pattern)
 		s.mux.Handle(rt.pattern, s.authed(rt.acc, rt.h))
