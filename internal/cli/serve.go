@@ -30,6 +30,7 @@ type serveFlags struct {
 	maxUpload                                                   int64
 	quota                                                       broker.UploadQuota
 	lease                                                       time.Duration
+	auditRetention                                              retention
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -67,6 +68,7 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.Int64Var(&f.maxUpload, "max-upload", broker.DefaultMaxUpload, "size of one uploaded wheel, in bytes")
 	fl.Int64Var(&f.quota.Bytes, "upload-quota-bytes", broker.DefaultQuotaBytes, "bytes of uploaded wheels one session holds at once")
 	fl.IntVar(&f.quota.Count, "upload-quota-count", broker.DefaultQuotaCount, "uploaded wheels one session holds at once")
+	fl.Var(&f.auditRetention, "audit-retention", "delete audit events older than this (90d, 720h; default off: keep every event); pruning runs hourly and is itself audited")
 	return cmd
 }
 
@@ -95,7 +97,8 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		}
 		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
 	}
-	opts := broker.Options{Store: store, Logger: log, DataDir: f.data, HTTP: f.http, MaxUpload: f.maxUpload, Quota: f.quota}
+	opts := broker.Options{Store: store, Logger: log, DataDir: f.data, HTTP: f.http, MaxUpload: f.maxUpload, Quota: f.quota,
+		AuditRetention: time.Duration(f.auditRetention)}
 	hc, err := g.openCache()
 	if err != nil {
 		return err
