@@ -56,6 +56,7 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[string]*flight     // by layer tag: identical builds share one
 	classes  map[string]*classified // recent classifications, by base and specs
+	c        workerCaches
 
 	builds, binds atomic.Int64
 }
@@ -96,7 +97,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Reclaim <= 0 {
 		cfg.Reclaim = 2 * time.Second
 	}
-	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}}, nil
+	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, c: newWorkerCaches()}, nil
 }
 
 // SetNotify sets the function told after every change of a request's state (the
@@ -283,7 +284,7 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
-	base, err := sessionBase(s)
+	base, err := w.sessionBase(s)
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
@@ -291,9 +292,17 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	if err != nil {
 		return v1.Descriptor{}, nil, err
 	}
-	l, err := w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated())
-	if err != nil {
-		return v1.Descriptor{}, nil, err
+	// The lock its classification resolved (or an earlier build of the same), when this
+	// worker has it: no second resolution against the index.
+	ck := lockCacheKey(s.Base, r.LockKey, r.BuildIsolated())
+	l, ok := w.c.locks.get(ck)
+	if !ok || r.LockKey == "" {
+		if l, err = w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated()); err != nil {
+			return v1.Descriptor{}, nil, err
+		}
+		if r.LockKey != "" {
+			w.c.locks.put(ck, l)
+		}
 	}
 	if err := w.fits(ctx, s, base, l); err != nil { // the session may have moved since it was classified
 		return v1.Descriptor{}, nil, err
@@ -309,6 +318,10 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 // publish pushes and signs the layer of l under tag, once for any number of identical
 // requests at the same time; an existing tag is only reused.
 func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Descriptor, error) {
+	if d, ok := w.c.published.get(tag); ok { // published or found here within publishedTTL
+		w.binds.Add(1)
+		return d, nil
+	}
 	w.mu.Lock()
 	if f, ok := w.inflight[tag]; ok {
 		w.mu.Unlock()
@@ -330,6 +343,9 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 	}()
 	res, err := w.publishLeased(ctx, tag, l)
 	f.desc, f.err = res.Desc, err
+	if err == nil && res.Desc.Digest != "" {
+		w.c.published.put(tag, res.Desc)
+	}
 	if res.Pushed {
 		w.builds.Add(1)
 		w.cfg.Logger.Info("layer pushed", "tag", tag, "digest", res.Desc.Digest.String())

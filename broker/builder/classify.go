@@ -118,7 +118,7 @@ func isOutcome(err error) bool {
 }
 
 func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string, up *broker.Upload) (broker.Request, error) {
-	base, err := sessionBase(s)
+	base, err := w.sessionBase(s)
 	if err != nil {
 		return broker.Request{}, err
 	}
@@ -185,6 +185,9 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 	}
 	if l != nil {
 		req.LockKey, _ = l.Key()
+		if rerr == nil && req.LockKey != "" {
+			w.c.locks.put(lockCacheKey(s.Base, req.LockKey, false), l) // the build of this request starts from it
+		}
 	}
 	return req, nil
 }

@@ -36,6 +36,9 @@ func (w *Worker) interpreterTarget(ctx context.Context, d string) (*target.Targe
 	if d == "" {
 		return nil, nil
 	}
+	if t, ok := w.c.targets.get(d); ok { // an artifact by digest never changes
+		return t, nil
+	}
 	dg, err := digest.Parse(d)
 	if err != nil {
 		return nil, fmt.Errorf("the session's interpreter %q: %w", d, err)
@@ -68,5 +71,6 @@ func (w *Worker) interpreterTarget(ctx context.Context, d string) (*target.Targe
 	if err != nil {
 		return nil, err
 	}
+	w.c.targets.put(d, &t)
 	return &t, nil
 }
