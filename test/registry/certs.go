@@ -20,16 +20,17 @@ import (
 // one test run and are worthless afterwards.
 const certLifetime = 6 * time.Hour
 
-// pki is a throwaway CA and one server certificate for 127.0.0.1 signed by it.
+// pki is a throwaway CA and one server certificate for 127.0.0.1 (and any extra IPs)
+// signed by it.
 type pki struct {
 	caFile, certFile, keyFile string
 	pool                      *x509.CertPool
 	cert                      tls.Certificate
 }
 
-// newPKI generates an ECDSA P-256 CA and a server certificate for 127.0.0.1 and writes them
+// newPKI generates an ECDSA P-256 CA and a server certificate for 127.0.0.1 and extra, writes them
 // as PEM into dir (the private keys mode 0600; the CA key is never written).
-func newPKI(dir string) (*pki, error) {
+func newPKI(dir string, extra ...net.IP) (*pki, error) {
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -65,7 +66,7 @@ func newPKI(dir string) (*pki, error) {
 		NotAfter:     now.Add(certLifetime),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  append([]net.IP{net.IPv4(127, 0, 0, 1)}, extra...),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

@@ -20,21 +20,22 @@ type process struct {
 	err  error
 }
 
-// startProcess runs `bin serve config` with stdout and stderr appended to logPath. The
+// startProcess runs `argv... serve config` (argv: the registry binary, after a prefix
+// that execs it, if any) with stdout and stderr appended to logPath. The
 // environment is cleared: distribution reads REGISTRY_* variables as config overrides, and
 // nothing from the test's environment may change where it listens or what it trusts.
-func startProcess(bin, config, logPath string) (*process, error) {
+func startProcess(argv []string, config, logPath string) (*process, error) {
 	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening the registry log: %w", err)
 	}
 	defer logf.Close() // the child has its own descriptor
-	cmd := exec.Command(bin, "serve", config)
+	cmd := exec.Command(argv[0], append(argv[1:], "serve", config)...)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
+		return nil, fmt.Errorf("starting %s: %w", argv[0], err)
 	}
 	p := &process{cmd: cmd, done: make(chan struct{})}
 	go func() {

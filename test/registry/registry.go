@@ -34,11 +34,18 @@ type Options struct {
 	// then sometimes logs http.response.written=0 for blob GETs that did send their bytes,
 	// which would make Request.Written, BytesServed and byte-count assertions wrong.
 	HTTP2 bool
+	// Listen is the address ("IP:PORT") to listen on instead of a free port on 127.0.0.1,
+	// e.g. an address inside a network namespace; the TLS certificate then names its IP
+	// too. Host is this address.
+	Listen string
+	// Wrap runs the registry under a command prefix, e.g. {"nsenter", "--net=/run/netns/NS"}
+	// to start it in a network namespace; the prefix must exec the registry (keeping its pid).
+	Wrap []string
 }
 
-// Registry is a running docker-registry (distribution 2.8) on 127.0.0.1.
+// Registry is a running docker-registry (distribution 2.8) on 127.0.0.1 (or Options.Listen).
 type Registry struct {
-	Host         string // "127.0.0.1:PORT"
+	Host         string // "127.0.0.1:PORT", or Options.Listen
 	CAFile       string // PEM of the generated CA ("" with NoTLS)
 	User         string // htpasswd user ("" with NoAuth)
 	Password     string
@@ -108,8 +115,17 @@ func New(ctx context.Context, opts Options) (_ *Registry, err error) {
 			return nil, fmt.Errorf("creating %s: %w", d, err)
 		}
 	}
+	var ips []net.IP
+	if opts.Listen != "" {
+		h, _, err := net.SplitHostPort(opts.Listen)
+		ip := net.ParseIP(h)
+		if err != nil || ip == nil {
+			return nil, fmt.Errorf("Options.Listen %q: want IP:PORT", opts.Listen)
+		}
+		ips = append(ips, ip)
+	}
 	if !opts.NoTLS {
-		if r.pki, err = newPKI(dir); err != nil {
+		if r.pki, err = newPKI(dir, ips...); err != nil {
 			return nil, err
 		}
 		r.CAFile = r.pki.caFile
@@ -133,10 +149,13 @@ func New(ctx context.Context, opts Options) (_ *Registry, err error) {
 		if r.Host, err = freePort(); err != nil {
 			return nil, err
 		}
+		if opts.Listen != "" {
+			r.Host = opts.Listen
+		}
 		if err := os.WriteFile(filepath.Join(dir, "config.yml"), r.config(), 0o600); err != nil {
 			return nil, fmt.Errorf("writing config.yml: %w", err)
 		}
-		if r.proc, err = startProcess(registryBin, filepath.Join(dir, "config.yml"), r.logPath); err != nil {
+		if r.proc, err = startProcess(append(append([]string(nil), opts.Wrap...), registryBin), filepath.Join(dir, "config.yml"), r.logPath); err != nil {
 			return nil, err
 		}
 		err = r.waitReady(ctx)
@@ -145,7 +164,7 @@ func New(ctx context.Context, opts Options) (_ *Registry, err error) {
 		}
 		_ = r.proc.stop()
 		r.proc = nil
-		if !errors.Is(err, errAddrInUse) || attempt == 3 {
+		if !errors.Is(err, errAddrInUse) || attempt == 3 || opts.Listen != "" {
 			return nil, fmt.Errorf("%w\nregistry log:\n%s", err, r.logTail(20))
 		}
 	}
