@@ -30,11 +30,25 @@ func (c *Client) CreateSession(ctx context.Context, s NewSession) (broker.Create
 	return out, err
 }
 
-// Sessions lists the sessions the token may see.
+// Sessions lists every session the token may see, a page at a time.
 func (c *Client) Sessions(ctx context.Context) ([]broker.Session, error) {
-	var out struct{ Sessions []broker.Session }
-	err := c.callJSON(ctx, "GET /v1/sessions", "/v1/sessions", nil, nil, &out)
-	return out.Sessions, err
+	return all(ctx, func(ctx context.Context, p Page) ([]broker.Session, string, error) {
+		return c.SessionsPage(ctx, "", p)
+	})
+}
+
+// SessionsPage lists one page of the sessions of owner ("": all the token may see).
+func (c *Client) SessionsPage(ctx context.Context, owner string, p Page) ([]broker.Session, string, error) {
+	q := p.query()
+	if owner != "" {
+		q.Set("owner", owner)
+	}
+	var out struct {
+		Sessions   []broker.Session
+		NextCursor string `json:"next_cursor"`
+	}
+	err := c.callJSON(ctx, "GET /v1/sessions", "/v1/sessions", q, nil, &out)
+	return out.Sessions, out.NextCursor, err
 }
 
 // Env is what session id is bound to, with its open requests.
@@ -103,24 +117,89 @@ func (c *Client) Wait(ctx context.Context, id string) (broker.Request, error) {
 	}
 }
 
-// Filter selects requests; empty fields match everything the token may see.
+// Filter selects requests or audit events; empty fields match everything the token may
+// see. State and UpdatedSince apply to requests, Action to audit events.
 type Filter struct {
-	Session string
-	State   broker.State
+	Session      string
+	State        broker.State
+	Owner        string // admins only; an owner may name only themselves
+	Action       string
+	UpdatedSince time.Time // requests changed at or after it
 }
 
-// Requests lists requests (owner or admin token).
-func (c *Client) Requests(ctx context.Context, f Filter) ([]broker.Request, error) {
+func (f Filter) set(q url.Values) {
+	for k, v := range map[string]string{"session": f.Session, "state": string(f.State), "owner": f.Owner, "action": f.Action} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.UpdatedSince.IsZero() {
+		q.Set("updated_since", f.UpdatedSince.Format(time.RFC3339Nano))
+	}
+}
+
+// Page asks for one page of a list: Limit rows (0: the broker's default, at most
+// broker.MaxPageLimit) after Cursor (the next_cursor of the page before, "" for the
+// first), newest first with Desc, created (events: timed) in [Since, Until).
+type Page struct {
+	Limit        int
+	Cursor       string
+	Desc         bool
+	Since, Until time.Time
+}
+
+func (p Page) query() url.Values {
 	q := url.Values{}
-	if f.Session != "" {
-		q.Set("session", f.Session)
+	if p.Limit > 0 {
+		q.Set("limit", fmt.Sprint(p.Limit))
 	}
-	if f.State != "" {
-		q.Set("state", string(f.State))
+	if p.Cursor != "" {
+		q.Set("cursor", p.Cursor)
 	}
-	var out struct{ Requests []broker.Request }
+	if p.Desc {
+		q.Set("order", "desc")
+	}
+	if !p.Since.IsZero() {
+		q.Set("since", p.Since.Format(time.RFC3339Nano))
+	}
+	if !p.Until.IsZero() {
+		q.Set("until", p.Until.Format(time.RFC3339Nano))
+	}
+	return q
+}
+
+// all reads every page of a list, the largest pages the broker gives.
+func all[T any](ctx context.Context, page func(context.Context, Page) ([]T, string, error)) ([]T, error) {
+	var out []T
+	p := Page{Limit: broker.MaxPageLimit}
+	for {
+		l, next, err := page(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, l...)
+		if next == "" {
+			return out, nil
+		}
+		p.Cursor = next
+	}
+}
+
+// Requests lists every request f selects (owner or admin token), a page at a time.
+func (c *Client) Requests(ctx context.Context, f Filter) ([]broker.Request, error) {
+	return all(ctx, func(ctx context.Context, p Page) ([]broker.Request, string, error) { return c.RequestsPage(ctx, f, p) })
+}
+
+// RequestsPage lists one page of the requests f selects.
+func (c *Client) RequestsPage(ctx context.Context, f Filter, p Page) ([]broker.Request, string, error) {
+	q := p.query()
+	f.set(q)
+	var out struct {
+		Requests   []broker.Request
+		NextCursor string `json:"next_cursor"`
+	}
 	err := c.callJSON(ctx, "GET /v1/requests", "/v1/requests", q, nil, &out)
-	return out.Requests, err
+	return out.Requests, out.NextCursor, err
 }
 
 // Approve approves pending request id, as an isolated layer replacing the base if
@@ -161,13 +240,22 @@ func (c *Client) GC(ctx context.Context) (broker.GCReport, error) {
 	return out, err
 }
 
-// Audit returns the audit events of session, or all the token may see for "".
+// Audit returns the audit events of session, or all the token may see for "", a page at
+// a time. For a large log prefer AuditPage, or GET /v1/audit/export.
 func (c *Client) Audit(ctx context.Context, session string) ([]broker.AuditEvent, error) {
-	var q url.Values
-	if session != "" {
-		q = url.Values{"session": {session}}
+	return all(ctx, func(ctx context.Context, p Page) ([]broker.AuditEvent, string, error) {
+		return c.AuditPage(ctx, Filter{Session: session}, p)
+	})
+}
+
+// AuditPage returns one page of the audit events f selects (Session, Owner, Action).
+func (c *Client) AuditPage(ctx context.Context, f Filter, p Page) ([]broker.AuditEvent, string, error) {
+	q := p.query()
+	f.set(q)
+	var out struct {
+		Events     []broker.AuditEvent
+		NextCursor string `json:"next_cursor"`
 	}
-	var out struct{ Events []broker.AuditEvent }
 	err := c.callJSON(ctx, "GET /v1/audit", "/v1/audit", q, nil, &out)
-	return out.Events, err
+	return out.Events, out.NextCursor, err
 }
