@@ -163,12 +163,17 @@ func testRequestsPaging(t *testing.T, s broker.Store) {
 		r.State, r.Updated = broker.StateDenied, T0.Add(time.Hour)
 		return nil
 	}))
+	before := time.Now()
+	// A change that leaves Updated alone moves it all the same, to the store's clock.
+	must(t, s.UpdateRequest(ctx, "r002", func(r *broker.Request) error { r.Error = "x"; return nil }))
 	for _, tc := range []struct {
 		f    broker.RequestFilter
 		want []string
 	}{
-		{broker.RequestFilter{UpdatedSince: T0.Add(time.Hour)}, []string{"r000"}},
-		{broker.RequestFilter{UpdatedSince: T0.Add(time.Hour + 1)}, nil},
+		{broker.RequestFilter{UpdatedSince: T0.Add(time.Hour)}, []string{"r000", "r002"}},
+		{broker.RequestFilter{UpdatedSince: T0.Add(time.Hour + 1)}, []string{"r002"}},
+		{broker.RequestFilter{UpdatedSince: before.Add(-time.Second), State: broker.StatePending}, []string{"r002"}},
+		{broker.RequestFilter{UpdatedSince: before.Add(time.Hour)}, nil},
 		{broker.RequestFilter{Since: T0.Add(time.Second), Until: T0.Add(2 * time.Second)}, []string{"r003", "r004", "r005"}},
 		{broker.RequestFilter{Owner: "alice", State: broker.StateDenied}, []string{"r000"}},
 		{broker.RequestFilter{Owner: "carol"}, nil},

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/pylayer/pylayer/broker"
 )
@@ -181,6 +182,9 @@ func (t tx) updateRequest(ctx context.Context, id string, fn func(*broker.Reques
 	}
 	if err := checkRequest(&r); err != nil {
 		return old, fmt.Errorf("updating request %q: %w", id, err)
+	}
+	if r.Updated.Equal(old.Updated) { // every change moves Updated: lists of what changed since a time rely on it
+		r.Updated = time.Now().UTC()
 	}
 	args, err := requestArgs(&r)
 	if err != nil {
