@@ -6,6 +6,11 @@
   const POLL_MS = 2000;      // how often the change counter is read
   const FULL_MS = 30000;     // a full refresh even without a change (other processes)
   const RECENT = 50;         // finished requests shown
+  const AUDIT_SHOWN = 200;   // newest audit events shown
+  const PAGE = 1000;         // rows a list call asks for (the broker's most)
+  // Lists are fetched whole once, then only what changed since the newest time seen,
+  // less this margin: a replica whose clock is a little behind still gets its changes in.
+  const SKEW_MS = 5000;
 
   let me = null;             // {subject, role, csrf}
   let view = "requests";
@@ -15,6 +20,11 @@
   let envs = {};             // session id -> env
   let timer = null;
   let requestsById = {};     // request id -> request, to name a binding's packages
+  let reqSince = null;       // the newest request update seen (ISO time), null: none yet
+  let auditKey = null;       // the session the audit events were fetched for
+  let auditSince = null;     // the newest audit event time seen
+  let auditById = new Map(); // event id -> event, the newest AUDIT_SHOWN
+  const asked = new Set();   // request ids fetched one by one for a binding
 
   const $ = (id) => document.getElementById(id);
 
@@ -239,6 +249,7 @@
     $("who").textContent = "Signed in as " + m.subject + " (" + m.role + ")";
     $("gc").hidden = m.role !== "admin";
     version = -1;
+    requestsById = {}; reqSince = null; auditKey = null; auditById = new Map(); asked.clear();
     refresh(true);
     if (!timer) timer = setInterval(poll, POLL_MS);
   }
@@ -364,11 +375,40 @@
     return box;
   }
 
+  // pages reads every page of a list from path (which has a query), following next_cursor.
+  async function pages(path, key) {
+    let out = [];
+    let cursor = "";
+    for (;;) {
+      const data = await api("GET", path + "&limit=" + PAGE + (cursor ? "&cursor=" + encodeURIComponent(cursor) : ""));
+      out = out.concat(data[key] || []);
+      cursor = data.next_cursor || "";
+      if (!cursor) return out;
+    }
+  }
+
+  // since is the query time of the newest t seen, less the skew margin.
+  function since(t) { return encodeURIComponent(new Date(Date.parse(t) - SKEW_MS).toISOString()); }
+
+  function newest(a, b) { return !a || (b && Date.parse(b) > Date.parse(a)) ? b : a; }
+
   async function loadRequests() {
-    const data = await api("GET", "/v1/requests");
-    const all = data.requests || [];
-    requestsById = {};
-    for (const r of all) requestsById[r.id] = r; // names the packages of each binding
+    // The first time: every pending request and the newest finished ones; then only the
+    // requests changed since the newest update seen.
+    let got;
+    if (reqSince === null) {
+      const [pending, latest] = await Promise.all([pages("/v1/requests?state=pending", "requests"),
+        api("GET", "/v1/requests?order=desc&limit=" + (RECENT * 2))]);
+      got = pending.concat(latest.requests || []);
+    } else {
+      got = await pages("/v1/requests?updated_since=" + since(reqSince), "requests");
+    }
+    for (const r of got) {
+      requestsById[r.id] = r; // names the packages of each binding
+      reqSince = newest(reqSince, r.updated);
+    }
+    if (reqSince === null) reqSince = new Date(0).toISOString();
+    const all = Object.values(requestsById).sort((a, b) => (Date.parse(a.created) - Date.parse(b.created)) || (a.id < b.id ? -1 : 1));
     const pending = all.filter((r) => r.state === "pending");
     const rest = all.filter((r) => r.state !== "pending").reverse().slice(0, RECENT);
     $("pending-count").textContent = pending.length ? "(" + pending.length + ")" : "";
@@ -376,14 +416,30 @@
     render($("recent"), rest.length ? rest.map(requestCard) : [el("p", { class: "empty" }, "No requests yet.")]);
   }
 
+  // loadBindingRequests fetches, once each, the requests of bindings older than what
+  // loadRequests read, so that every binding names its packages.
+  async function loadBindingRequests() {
+    const ids = [];
+    for (const s of sessions) {
+      for (const b of ((envs[s.id] || {}).bindings || [])) {
+        if (b.request_id && !requestsById[b.request_id] && !asked.has(b.request_id)) ids.push(b.request_id);
+      }
+    }
+    if (!ids.length) return false;
+    ids.forEach((id) => asked.add(id));
+    const got = await Promise.all(ids.map((id) => api("GET", "/v1/requests/" + encodeURIComponent(id)).catch(() => null)));
+    for (const r of got) if (r) requestsById[r.id] = r;
+    return true;
+  }
+
   // ---- sessions ----
 
   async function loadSessions() {
-    const data = await api("GET", "/v1/sessions");
-    sessions = data.sessions || [];
+    sessions = await pages("/v1/sessions?", "sessions");
     const got = await Promise.all(sessions.map((s) => api("GET", "/v1/sessions/" + encodeURIComponent(s.id) + "/env").catch(() => null)));
     envs = {};
     sessions.forEach((s, i) => { envs[s.id] = got[i]; });
+    await loadBindingRequests();
     render($("sessions"), sessions.length ? sessions.map(sessionCard) : [el("p", { class: "empty" }, "No sessions.")]);
     // Patched like the rest: the chosen option stays chosen (and an open list open); when
     // its session goes, the browser falls back to the first, All sessions.
@@ -502,9 +558,27 @@
   // ---- audit ----
 
   async function loadAudit() {
+    // The newest events the first time (or for another session); then only those since
+    // the newest seen.
     const sid = $("audit-session").value;
-    const data = await api("GET", "/v1/audit" + (sid ? "?session=" + encodeURIComponent(sid) : ""));
-    const ev = (data.events || []).slice().reverse();
+    const filter = sid ? "session=" + encodeURIComponent(sid) + "&" : "";
+    let got;
+    if (auditKey !== sid) {
+      const data = await api("GET", "/v1/audit?" + filter + "order=desc&limit=" + AUDIT_SHOWN);
+      auditById = new Map();
+      auditSince = null;
+      auditKey = sid;
+      got = data.events || [];
+    } else {
+      got = auditSince ? await pages("/v1/audit?" + filter + "since=" + since(auditSince), "events") : [];
+    }
+    for (const e of got) {
+      auditById.set(e.id, e);
+      auditSince = newest(auditSince, e.time);
+    }
+    if (auditSince === null) auditSince = new Date(0).toISOString();
+    const ev = [...auditById.values()].sort((a, b) => b.id - a.id).slice(0, AUDIT_SHOWN);
+    auditById = new Map(ev.map((e) => [e.id, e]));
     render($("audit"), ev.length ? [table("Audit events", ["Time", "Actor", "Action", "Session", "Packages", "Decision", "Detail"],
       ev.map((e) => row(e.id, when(e.time), shortened(e.actor, "id"), e.action, shortened(e.session_id, "id"),
         (e.packages || []).map((p) => p.name + " " + p.version).join(", "), e.decision || "", shortened(e.detail))))]
