@@ -163,13 +163,21 @@ func bench(ctx context.Context, c config, name string, st loadable, l loader) er
 			func() (int, error) { return n(st.Sessions(ctx, broker.SessionFilter{After: sesMid, Limit: c.limit})) }},
 		{"sessions, newest first",
 			func() (int, error) { return n(st.Sessions(ctx, broker.SessionFilter{Desc: true, Limit: c.limit})) },
-			func() (int, error) { return n(st.Sessions(ctx, broker.SessionFilter{Desc: true, After: sesMid, Limit: c.limit})) }},
+			func() (int, error) {
+				return n(st.Sessions(ctx, broker.SessionFilter{Desc: true, After: sesMid, Limit: c.limit}))
+			}},
 		{"sessions of one owner",
-			func() (int, error) { return n(st.Sessions(ctx, broker.SessionFilter{Owner: owner(c, 7), Limit: c.limit})) },
-			func() (int, error) { return n(st.Sessions(ctx, broker.SessionFilter{Owner: owner(c, 7), After: sesMid, Limit: c.limit})) }},
+			func() (int, error) {
+				return n(st.Sessions(ctx, broker.SessionFilter{Owner: owner(c, 7), Limit: c.limit}))
+			},
+			func() (int, error) {
+				return n(st.Sessions(ctx, broker.SessionFilter{Owner: owner(c, 7), After: sesMid, Limit: c.limit}))
+			}},
 		{"requests",
 			func() (int, error) { return n(st.ListRequests(ctx, broker.RequestFilter{Limit: c.limit})) },
-			func() (int, error) { return n(st.ListRequests(ctx, broker.RequestFilter{After: reqMid, Limit: c.limit})) }},
+			func() (int, error) {
+				return n(st.ListRequests(ctx, broker.RequestFilter{After: reqMid, Limit: c.limit}))
+			}},
 		{"requests pending",
 			func() (int, error) {
 				return n(st.ListRequests(ctx, broker.RequestFilter{State: broker.StatePending, Limit: c.limit}))
@@ -178,12 +186,16 @@ func bench(ctx context.Context, c config, name string, st loadable, l loader) er
 				return n(st.ListRequests(ctx, broker.RequestFilter{State: broker.StatePending, After: reqMid, Limit: c.limit}))
 			}},
 		{"requests of one owner",
-			func() (int, error) { return n(st.ListRequests(ctx, broker.RequestFilter{Owner: owner(c, 7), Limit: c.limit})) },
+			func() (int, error) {
+				return n(st.ListRequests(ctx, broker.RequestFilter{Owner: owner(c, 7), Limit: c.limit}))
+			},
 			func() (int, error) {
 				return n(st.ListRequests(ctx, broker.RequestFilter{Owner: owner(c, 7), After: reqMid, Limit: c.limit}))
 			}},
 		{"requests of one session",
-			func() (int, error) { return n(st.ListRequests(ctx, broker.RequestFilter{SessionID: sessionID(7), Limit: c.limit})) },
+			func() (int, error) {
+				return n(st.ListRequests(ctx, broker.RequestFilter{SessionID: sessionID(7), Limit: c.limit}))
+			},
 			nil},
 		{"requests updated in the last hour",
 			func() (int, error) {
@@ -194,22 +206,30 @@ func bench(ctx context.Context, c config, name string, st loadable, l loader) er
 			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{AfterID: evMid, Limit: c.limit})) }},
 		{"audit, newest first",
 			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{Desc: true, Limit: c.limit})) },
-			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{Desc: true, AfterID: evMid, Limit: c.limit})) }},
+			func() (int, error) {
+				return n(st.AuditEvents(ctx, broker.AuditFilter{Desc: true, AfterID: evMid, Limit: c.limit}))
+			}},
 		{"audit of one action",
 			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{Action: "deny", Limit: c.limit})) },
 			func() (int, error) {
 				return n(st.AuditEvents(ctx, broker.AuditFilter{Action: "deny", AfterID: evMid, Limit: c.limit}))
 			}},
 		{"audit of one session",
-			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{SessionID: sessionID(7), Limit: c.limit})) },
+			func() (int, error) {
+				return n(st.AuditEvents(ctx, broker.AuditFilter{SessionID: sessionID(7), Limit: c.limit}))
+			},
 			nil},
 		{"audit of one owner's sessions",
-			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{Owner: owner(c, 7), Limit: c.limit})) },
+			func() (int, error) {
+				return n(st.AuditEvents(ctx, broker.AuditFilter{Owner: owner(c, 7), Limit: c.limit}))
+			},
 			func() (int, error) {
 				return n(st.AuditEvents(ctx, broker.AuditFilter{Owner: owner(c, 7), AfterID: evMid, Limit: c.limit}))
 			}},
 		{"audit of the last hour",
-			func() (int, error) { return n(st.AuditEvents(ctx, broker.AuditFilter{Since: lastHour, Limit: c.limit})) },
+			func() (int, error) {
+				return n(st.AuditEvents(ctx, broker.AuditFilter{Since: lastHour, Limit: c.limit}))
+			},
 			nil},
 	}
 	for _, tc := range cases {
