@@ -33,7 +33,7 @@ import (
 
 type config struct {
 	sessions, requests, events, owners, limit, runs int
-	pg, only                                        string
+	pg, only, keep                                  string
 }
 
 func main() {
@@ -46,6 +46,7 @@ func main() {
 	flag.IntVar(&c.runs, "runs", 5, "timed runs of each query (the median is printed)")
 	flag.StringVar(&c.pg, "pg", "", "PostgreSQL URL of an empty database (default: start a throwaway cluster)")
 	flag.StringVar(&c.only, "store", "", "sqlite or postgres (default: both)")
+	flag.StringVar(&c.keep, "keep", "", "write the SQLite database into this directory and keep it (for EXPLAIN)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -65,11 +66,15 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("# %d sessions (%d owners), %d requests, %d audit events; pages of %d; median of %d runs\n",
 		c.sessions, c.owners, c.requests, c.events, c.limit, c.runs)
 	if c.only == "" || c.only == "sqlite" {
-		dir, err := os.MkdirTemp("", "history-bench-")
-		if err != nil {
-			return err
+		dir := c.keep
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "history-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(tmp)
+			dir = tmp
 		}
-		defer os.RemoveAll(dir)
 		st, err := sqlite.Open(ctx, filepath.Join(dir, "broker.db"))
 		if err != nil {
 			return err
