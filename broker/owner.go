@@ -90,12 +90,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) 
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Token) {
 	q := r.URL.Query()
-	lq, err := parseList(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), "")
-		return
-	}
-	owner, ok := ownerParam(w, q, t)
+	lq, owner, ok := ownerList(w, q, t)
 	if !ok {
 		return
 	}
@@ -106,6 +101,18 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, t Token) {
 		return
 	}
 	page(w, "sessions", l, lq.limit, func(x Session) string { return keyCursor(x.Created, x.ID, lq.desc) })
+}
+
+// ownerList reads a list's paging (parseList) and its ?owner= filter (ownerParam); false
+// after answering 400 or 403.
+func ownerList(w http.ResponseWriter, q url.Values, t Token) (listQuery, string, bool) {
+	lq, err := parseList(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), "")
+		return lq, "", false
+	}
+	owner, ok := ownerParam(w, q, t)
+	return lq, owner, ok
 }
 
 // ownerParam is the ?owner= filter a token may use: any for admins, its own for owners
@@ -124,12 +131,7 @@ func ownerParam(w http.ResponseWriter, q url.Values, t Token) (string, bool) {
 
 func (s *Server) listRequests(w http.ResponseWriter, r *http.Request, t Token) {
 	q := r.URL.Query()
-	lq, err := parseList(q)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), "")
-		return
-	}
-	owner, ok := ownerParam(w, q, t)
+	lq, owner, ok := ownerList(w, q, t)
 	if !ok {
 		return
 	}

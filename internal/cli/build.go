@@ -50,14 +50,11 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 	if !ok || dir == "" {
 		return errors.New("-o: want oci:DIR, an OCI image layout directory (pushing to a registry is `pylayer publish`)")
 	}
-	b, l, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
+	st, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
 	if err != nil {
 		return err
 	}
-	tag, key, err := l.Tag()
-	if err != nil {
-		return err
-	}
+	b, l, tag, key := st.b, st.l, st.tag, st.key
 	layout, err := oci.OpenLayout(dir)
 	if err != nil {
 		return err

@@ -69,14 +69,11 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 	if f.key == "" {
 		return errors.New("--key is required: the cosign private key to sign with (make one with pylayer keygen)")
 	}
-	b, l, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
+	st, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
 	if err != nil {
 		return err
 	}
-	tag, key, err := l.Tag()
-	if err != nil {
-		return err
-	}
+	b, l, tag, key := st.b, st.l, st.tag, st.key
 	// Load the key before any transfer, so a wrong password fails fast.
 	signer, err := sign.LoadSigner(ctx, f.key, nil)
 	if err != nil {
@@ -120,18 +117,26 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 // stampedLock reads the lock at lockPath and returns the host's builder for it (the build
 // cache, the index, the interpreter that compiles .pyc) and the lock as that builder
 // builds it (build.Builder.Stamp): its key is the layer's.
-func stampedLock(cmd *cobra.Command, g *globals, lockPath, indexURL, interpreter string) (*build.Builder, *lock.Lock, error) {
+// stamped is a lock ready to build: its builder, the lock stamped with the interpreter
+// that compiles its .pyc, and the tag and key that follow from that.
+type stamped struct {
+	b        *build.Builder
+	l        *lock.Lock
+	tag, key string
+}
+
+func stampedLock(cmd *cobra.Command, g *globals, lockPath, indexURL, interpreter string) (*stamped, error) {
 	l, err := lock.ReadFile(lockPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cache, err := g.cacheDir()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	interp, err := build.Interpreter(interpreter)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	b := &build.Builder{Root: filepath.Join(cache, "build"), Options: build.Options{Interpreter: interp}}
 	src := indexURL
@@ -141,12 +146,16 @@ func stampedLock(cmd *cobra.Command, g *globals, lockPath, indexURL, interpreter
 	if src != "" {
 		c, err := index.New(src)
 		if err != nil {
-			return nil, nil, fmt.Errorf("index: %w", err)
+			return nil, fmt.Errorf("index: %w", err)
 		}
 		b.Fetcher = c
 	}
 	if l, err = b.Stamp(cmd.Context(), l); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return b, l, nil
+	tag, key, err := l.Tag()
+	if err != nil {
+		return nil, err
+	}
+	return &stamped{b: b, l: l, tag: tag, key: key}, nil
 }
