@@ -156,8 +156,10 @@ type published struct {
 	Tag    string `json:"tag"`
 	Pushed bool   `json:"pushed"`
 	Stats  struct {
-		Blobs, Uploaded, Skipped int
-		BytesUploaded            int64
+		Blobs         int   `json:"blobs"`
+		Uploaded      int   `json:"uploaded"`
+		Skipped       int   `json:"skipped"`
+		BytesUploaded int64 `json:"bytes_uploaded"`
 	} `json:"stats"`
 }
 
