@@ -2,7 +2,6 @@ package cli
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -74,14 +73,8 @@ mount path /opt/python. Tagged cpython-<version>-<key>.`,
 				if packed != nil {
 					return *packed, nil
 				}
-				a, c, err := interp.Artifact(cmd.Context(), args[0], tmp)
-				if err != nil {
-					return a, err
-				}
-				if t, err := interp.TagFor(c); err != nil || t != tag {
-					return a, fmt.Errorf("%s changed while it was being published (tag %s, now %s)", args[0], tag, t)
-				}
-				return a, nil
+				// Pack what was probed: a prefix that changed since is refused by its tree digest.
+				return interp.Pack(cmd.Context(), args[0], cfg, tmp)
 			})
 			if err != nil {
 				return err

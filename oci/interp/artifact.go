@@ -73,16 +73,38 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 		return oci.Artifact{}, Config{}, err
 	}
 	c.Source = source
+	a, err := pack(ctx, prefix, c, workDir)
+	return a, c, err
+}
+
+// Pack builds the artifact of a prefix directory that Probe already described as c,
+// without probing it again: the prefix is read once more, to pack it, and refused if
+// its bytes are no longer the ones c names (Config.Tree). See Artifact.
+func Pack(ctx context.Context, prefix string, c Config, workDir string) (oci.Artifact, error) {
+	if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
+		return oci.Artifact{}, fmt.Errorf("building the interpreter artifact of %s: work directory %s must be an existing directory", prefix, workDir)
+	}
+	if within(workDir, prefix) {
+		return oci.Artifact{}, fmt.Errorf("building the interpreter artifact of %s: work directory %s is inside the prefix: choose one outside it", prefix, workDir)
+	}
+	a, err := pack(ctx, prefix, c, workDir)
+	if err != nil {
+		return oci.Artifact{}, fmt.Errorf("building the interpreter artifact of %s: %w", prefix, err)
+	}
+	return a, nil
+}
+
+func pack(ctx context.Context, prefix string, c Config, workDir string) (oci.Artifact, error) {
 	canon, err := c.Canonical()
 	if err != nil {
-		return oci.Artifact{}, Config{}, err
+		return oci.Artifact{}, err
 	}
 	lb, diffID, err := packPrefix(ctx, prefix, workDir)
 	if err != nil {
-		return oci.Artifact{}, Config{}, err
+		return oci.Artifact{}, err
 	}
 	if diffID.String() != c.Tree {
-		return oci.Artifact{}, Config{}, fmt.Errorf("the prefix changed while it was packed (digest %s, packed %s): stop whatever writes into it and publish again", c.Tree, diffID)
+		return oci.Artifact{}, fmt.Errorf("the prefix changed while it was packed (digest %s, packed %s): stop whatever writes into it and publish again", c.Tree, diffID)
 	}
 	lb.Title = "cpython-" + c.Version + "-" + c.Platform + ".tar.gz"
 	a := oci.Artifact{
@@ -97,9 +119,9 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 		},
 	}
 	if _, _, err := a.Manifest(); err != nil {
-		return oci.Artifact{}, Config{}, err
+		return oci.Artifact{}, err
 	}
-	return a, c, nil
+	return a, nil
 }
 
 func unpackTarball(ctx context.Context, tarball, workDir string) (string, error) {

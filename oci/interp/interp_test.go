@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
 )
@@ -295,4 +294,26 @@ func cloneTree(src, dst string) error {
 			return os.WriteFile(out, b, fi.Mode().Perm())
 		}
 	})
+}
+
+// TestPackMatchesArtifact: packing a prefix already probed gives exactly the artifact
+// Artifact builds (which probes it itself); a config naming other bytes is refused.
+func TestPackMatchesArtifact(t *testing.T) {
+	_, c, d := builtPrefix(t)
+	a, err := Pack(context.Background(), debianPrefix(t), c, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, got, err := a.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Digest != d.Digest {
+		t.Errorf("Pack gave %s, Artifact %s", got.Digest, d.Digest)
+	}
+	other := c
+	other.Tree = "sha256:" + strings.Repeat("0", 64)
+	if _, err := Pack(context.Background(), debianPrefix(t), other, t.TempDir()); err == nil || !strings.Contains(err.Error(), "changed while it was packed") {
+		t.Errorf("a config of other bytes: %v", err)
+	}
 }
