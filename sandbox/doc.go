@@ -46,9 +46,9 @@
 //     enforced without a delegated cgroup.
 //   - The workspace is resolved without following any symlink and must be a
 //     directory the caller owns (see checkWorkspace for what remains).
-//   - The caller's terminal never reaches the sandbox: a terminal on stdin is
-//     read through a pipe; TerminalSafe neutralises control sequences of output
-//     shown on a terminal.
+//   - The caller's terminal never reaches the sandbox: a terminal given as
+//     stdin is replaced by /dev/null (sessions are not interactive); TerminalSafe
+//     neutralises control sequences of output shown on a terminal.
 //   - The environment is cleared; then a fixed PATH
 //     (/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin, never
 //     inherited), PYTHONPATH, PIP_NO_INDEX=1, PYTHONDONTWRITEBYTECODE=1,

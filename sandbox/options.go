@@ -21,7 +21,7 @@ type RunOptions struct {
 	Timeout   time.Duration // whole run, default DefaultTimeout
 	KillGrace time.Duration // SIGTERM to SIGKILL, default DefaultKillGrace
 	MaxOutput int64         // bytes kept per stream, default DefaultMaxOutput
-	Stdin     io.Reader     // nil reads /dev/null
+	Stdin     io.Reader     // nil, or a terminal, reads /dev/null
 	ID        string        // run id ([A-Za-z0-9._-], at most 64), default random
 	// User is the host user sessions run as when the caller is root: a user name
 	// or "UID:GID"; "" is DefaultSandboxUser. See HostIdentity.

@@ -167,12 +167,13 @@ func reachable(s Spec, ident Identity) error {
 	return nil
 }
 
-// noTerminal keeps the host's terminal out of the sandbox: a terminal given as
-// stdin is read by the caller and reaches the command through a pipe, so that
-// nothing inside can reach the terminal device itself (TIOCSTI, job control).
+// noTerminal keeps the host's terminal out of the sandbox: sessions are not
+// interactive, so a terminal given as stdin is replaced by /dev/null (nil), and
+// nothing inside can reach the terminal device (TIOCSTI, job control) or read
+// what the user types.
 func noTerminal(in io.Reader) io.Reader {
 	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return struct{ io.Reader }{f}
+		return nil
 	}
 	return in
 }

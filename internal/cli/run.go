@@ -130,7 +130,7 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		return err
 	}
 	res, err := sandbox.Run(ctx, bwrap, spec, sandbox.RunOptions{Timeout: f.timeout, MaxOutput: f.maxOutput,
-		Stdin: sessionStdin(cmd.InOrStdin()), User: f.user})
+		Stdin: cmd.InOrStdin(), User: f.user}) // a terminal never reaches it (sandbox.Run)
 	if err != nil {
 		return err
 	}

@@ -52,15 +52,6 @@ func (f *sandboxFlags) limits() (sandbox.Limits, error) {
 	return l, nil
 }
 
-// sessionStdin is what a session reads: never the caller's terminal (sessions are not
-// interactive), anything else as it is.
-func sessionStdin(in io.Reader) io.Reader {
-	if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return nil
-	}
-	return in
-}
-
 // sessionOutput writes a session's output to w, neutralising control sequences when w is
 // a terminal unless raw.
 func sessionOutput(w io.Writer, b []byte, raw bool) {
