@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -212,7 +213,8 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			return nil, fmt.Errorf("%w: building the seccomp filter: %w", ErrInvalidSpec, err)
 		}
 		if prog != nil {
-			a = append(a, "--seccomp", p.add(File{Kind: FileData, Data: prog}))
+			// A copy: the program is built once per process, and a Plan is the caller's.
+			a = append(a, "--seccomp", p.add(File{Kind: FileData, Data: bytes.Clone(prog)}))
 		}
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
