@@ -100,7 +100,7 @@ func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, 
 	}
 	testHook("assembled")
 	root := c.layerDir(hex)
-	if err := os.Rename(work, root); err != nil {
+	if err := moveSealed(work, root); err != nil {
 		if _, serr := os.Lstat(root); serr == nil {
 			return "", fmt.Errorf("%w: %s exists but is not a complete layer: run `pylayer doctor --repair`", ErrInvalidCache, root)
 		}
@@ -109,9 +109,6 @@ func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, 
 	done = true
 	if err := syncDir(ctx, filepath.Dir(root)); err != nil {
 		return "", err
-	}
-	if err := os.Chmod(root, modeDir); err != nil {
-		return "", fmt.Errorf("making the layer read-only: %w", err)
 	}
 	return root, nil
 }

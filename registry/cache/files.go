@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -15,7 +16,6 @@ import (
 	"sort"
 
 	digest "github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
@@ -289,4 +289,26 @@ func fixTop(dir string) bool {
 		return os.Chmod(dir, modeDir) == nil
 	}
 	return false
+}
+
+// moveSealed renames the finished directory src to dst with its top directory
+// read-only (modeDir) from the moment it is visible, so that a crash never leaves a
+// writable tree or layer in place. Moving a directory to another parent needs write
+// permission on it, which root does not need but other users do: for them the
+// directory is made read-only right after the rename, and fixTop repairs a crash in
+// between.
+func moveSealed(src, dst string) error {
+	if err := os.Chmod(src, modeDir); err != nil {
+		return err
+	}
+	err := os.Rename(src, dst)
+	if errors.Is(err, fs.ErrPermission) {
+		if err := os.Chmod(src, 0o755); err != nil {
+			return err
+		}
+		if err = os.Rename(src, dst); err == nil {
+			err = os.Chmod(dst, modeDir)
+		}
+	}
+	return err
 }

@@ -288,14 +288,11 @@ func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fet
 		return fmt.Errorf("moving the file list into place: %w", err)
 	}
 	testHook("listed")
-	if err := os.Rename(tree, c.treeDir(hex)); err != nil {
+	if err := moveSealed(tree, c.treeDir(hex)); err != nil {
 		return fmt.Errorf("moving the tree into place: %w", err)
 	}
 	if err := syncDir(ctx, filepath.Dir(c.treeDir(hex))); err != nil {
 		return err
-	}
-	if err := os.Chmod(c.treeDir(hex), modeDir); err != nil {
-		return fmt.Errorf("making the tree read-only: %w", err)
 	}
 	emit(Event{Blob: d.Digest, Title: titleOf(d), Bytes: d.Size, Total: d.Size, Done: true})
 	return nil
