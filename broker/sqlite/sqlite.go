@@ -17,6 +17,9 @@ import (
 // BusyTimeout is how long a writer waits for the database lock before failing.
 const BusyTimeout = 10 * time.Second
 
+// MaxConns is the most connections a Store holds open.
+const MaxConns = 8
+
 // Store is a broker.Store in one SQLite file.
 type Store struct {
 	*sqlstore.Store
@@ -66,6 +69,11 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 		c = o.wrap(c)
 	}
 	db := sql.OpenDB(c)
+	// Connections are kept: a new one parses the schema on its first statement, which
+	// under a burst cost more than the statements themselves. Readers beyond a few per
+	// core only queue inside SQLite; writers take one connection at a time (GroupCommit).
+	db.SetMaxOpenConns(MaxConns)
+	db.SetMaxIdleConns(MaxConns)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
@@ -81,8 +89,10 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // dialect is SQLite's: '?' placeholders; no row locks, since BEGIN IMMEDIATE takes the
 // database's write lock and writers run one at a time.
 var dialect = &sqlstore.Dialect{
-	Migrations: migrations,
-	CheckWrite: checkWrite,
+	Migrations:   migrations,
+	CheckWrite:   checkWrite,
+	PrepareReads: true,
+	GroupCommit:  true,
 }
 
 // checkWrite sets the database header's user_version to the value it has, which SQLite

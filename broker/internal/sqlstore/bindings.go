@@ -45,8 +45,8 @@ func (s *Store) AddBinding(ctx context.Context, b broker.Binding) error {
 
 // Bindings implements broker.Store.
 func (s *Store) Bindings(ctx context.Context, sessionID string) ([]broker.Binding, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT session_id, kind, digest, ref, request_id, created
-		FROM bindings WHERE session_id = ? ORDER BY seq`), sessionID)
+	rows, err := s.query(ctx, `SELECT session_id, kind, digest, ref, request_id, created
+		FROM bindings WHERE session_id = ? ORDER BY seq`, sessionID)
 	if err != nil {
 		return nil, fmt.Errorf("listing bindings of session %q: %w", sessionID, err)
 	}

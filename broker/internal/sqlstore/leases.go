@@ -76,7 +76,7 @@ func (s *Store) RenewBuild(ctx context.Context, id string, l broker.Lease) error
 	if err := checkLease(l); err != nil {
 		return fmt.Errorf("renewing the lease on request %q: %w", id, err)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE requests SET lease_until = ?
+	res, err := s.exec(ctx, (`UPDATE requests SET lease_until = ?
 		WHERE id = ? AND lease_holder = ? AND state IN ('building', 'built')`), l.Until().UnixNano(), id, l.Holder)
 	if err != nil {
 		return fmt.Errorf("renewing the lease on request %q: %w", id, err)
@@ -154,7 +154,7 @@ func (s *Store) AcquireLease(ctx context.Context, name string, l broker.Lease) (
 	if name == "" {
 		return false, fmt.Errorf("acquiring a lease: %w: no name", broker.ErrInvalid)
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`INSERT INTO leases (name, holder, until) VALUES (?, ?, ?)
+	res, err := s.exec(ctx, (`INSERT INTO leases (name, holder, until) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
 		WHERE leases.holder = excluded.holder OR leases.until < ?`), name, l.Holder, l.Until().UnixNano(), l.At().UnixNano())
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *Store) AcquireLease(ctx context.Context, name string, l broker.Lease) (
 
 // ReleaseLease implements broker.Leases.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := s.db.ExecContext(ctx, s.q(`DELETE FROM leases WHERE name = ? AND holder = ?`), name, holder); err != nil {
+	if _, err := s.exec(ctx, (`DELETE FROM leases WHERE name = ? AND holder = ?`), name, holder); err != nil {
 		return fmt.Errorf("releasing lease %q: %w", name, err)
 	}
 	return nil

@@ -77,8 +77,8 @@ func (s *Store) Sessions(ctx context.Context, f broker.SessionFilter) ([]broker.
 	}
 	w.timeRange("created", f.Since, f.Until)
 	w.keyset("created", "id", f.After, f.Desc)
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions`+w.sql()+
-		order(f.Desc, "created", "id")+limit(f.Limit)), w.args...)
+	rows, err := s.query(ctx, `SELECT `+sessionCols+` FROM sessions`+w.sql()+
+		order(f.Desc, "created", "id")+limit(f.Limit), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing sessions: %w", err)
 	}
@@ -107,8 +107,8 @@ func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]bro
 		w.add("r.updated >= ?", nanos(f.UpdatedSince))
 	}
 	w.keyset("r.created", "r.id", f.After, f.Desc)
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+prefixed("r.", requestCols)+` FROM requests r`+w.sql()+
-		order(f.Desc, "r.created", "r.id")+limit(f.Limit)), w.args...)
+	rows, err := s.query(ctx, `SELECT `+prefixed("r.", requestCols)+` FROM requests r`+w.sql()+
+		order(f.Desc, "r.created", "r.id")+limit(f.Limit), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}
@@ -151,7 +151,7 @@ func (s *Store) AuditEvents(ctx context.Context, f broker.AuditFilter) ([]broker
 			w.add("id > ?", f.AfterID)
 		}
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+auditCols+` FROM audit`+w.sql()+order(f.Desc, "id")+limit(f.Limit)), w.args...)
+	rows, err := s.query(ctx, `SELECT `+auditCols+` FROM audit`+w.sql()+order(f.Desc, "id")+limit(f.Limit), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}

@@ -116,7 +116,7 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 
 // GetRequest implements broker.Store.
 func (s *Store) GetRequest(ctx context.Context, id string) (broker.Request, error) {
-	r, err := scanRequest(s.db.QueryRowContext(ctx, s.q(`SELECT `+requestCols+` FROM requests WHERE id = ?`), id))
+	r, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("request %q: %w", id, broker.ErrNotFound)
 	}

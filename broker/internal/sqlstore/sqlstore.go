@@ -34,6 +34,12 @@ type Dialect struct {
 	Notify string
 	// CheckWrite proves the database accepts a write without changing what it holds.
 	CheckWrite func(ctx context.Context, tx *sql.Tx) error
+	// PrepareReads keeps the reads outside transactions prepared (a driver without its
+	// own statement cache parses every query again: SQLite's).
+	PrepareReads bool
+	// GroupCommit queues this process's write transactions and commits those waiting
+	// together (group.go), for a database that takes one writer at a time.
+	GroupCommit bool
 }
 
 // Store is a broker.Store over a database/sql handle.
@@ -43,6 +49,56 @@ type Store struct {
 
 	mu    sync.Mutex
 	bound map[string]string // query with '?' -> query with the dialect's placeholders
+
+	group group // the write queue, with Dialect.GroupCommit
+
+	smu   sync.Mutex
+	stmts map[string]*sql.Stmt // prepared reads, with Dialect.PrepareReads
+}
+
+// maxStmts bounds the prepared reads; the list queries' filters make a few dozen shapes.
+const maxStmts = 256
+
+// stmt returns query prepared, or nil when the dialect does not prepare reads (or the
+// cache is full, or preparing failed: the caller runs the query unprepared, and its error
+// is the query's own).
+func (s *Store) stmt(ctx context.Context, query string) *sql.Stmt {
+	if !s.d.PrepareReads {
+		return nil
+	}
+	s.smu.Lock()
+	defer s.smu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st
+	}
+	if len(s.stmts) >= maxStmts {
+		return nil
+	}
+	st, err := s.db.PrepareContext(ctx, s.q(query))
+	if err != nil {
+		return nil
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sql.Stmt{}
+	}
+	s.stmts[query] = st
+	return st
+}
+
+// query runs a read outside any transaction, prepared where the dialect says so.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := s.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return s.db.QueryContext(ctx, s.q(query), args...)
+}
+
+// queryRow is query for one row.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := s.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return s.db.QueryRowContext(ctx, s.q(query), args...)
 }
 
 var (
@@ -62,8 +118,16 @@ func New(ctx context.Context, db *sql.DB, d *Dialect) (*Store, error) {
 // DB gives the underlying database, for backups and for tests that check the triggers.
 func (s *Store) DB() *sql.DB { return s.db }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the prepared statements and the database.
+func (s *Store) Close() error {
+	s.smu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.stmts = nil
+	s.smu.Unlock()
+	return s.db.Close()
+}
 
 // SchemaVersion is the schema version of the dialect's migrations.
 func (d *Dialect) SchemaVersion() int { return len(d.Migrations) }
@@ -92,28 +156,60 @@ func (s *Store) q(query string) string {
 	return b.String()
 }
 
-// tx is a transaction that rewrites placeholders.
+// tx is a transaction that rewrites placeholders. A detached one (a group commit's) runs
+// its statements without its callers' cancellation.
 type tx struct {
-	s  *Store
-	tx *sql.Tx
+	s        *Store
+	tx       *sql.Tx
+	detached bool
+}
+
+func (t tx) ctx(ctx context.Context) context.Context {
+	if t.detached {
+		return context.WithoutCancel(ctx)
+	}
+	return ctx
 }
 
 func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, t.s.q(query), args...)
+	return t.tx.ExecContext(t.ctx(ctx), t.s.q(query), args...)
 }
 
 func (t tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, t.s.q(query), args...)
+	return t.tx.QueryRowContext(t.ctx(ctx), t.s.q(query), args...)
 }
 
 // inTx runs fn in a write transaction and commits it unless fn fails.
 func (s *Store) inTx(ctx context.Context, fn func(tx) error) error {
+	if s.d.GroupCommit {
+		return s.grouped(ctx, fn)
+	}
+	return s.runTx(ctx, false, fn)
+}
+
+// exec runs one writing statement: in the group's next batch with GroupCommit (a
+// statement outside it would wait in the database's busy handler), else on its own.
+func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if !s.d.GroupCommit {
+		return s.db.ExecContext(ctx, s.q(query), args...)
+	}
+	var res sql.Result
+	err := s.inTx(ctx, func(t tx) error {
+		var err error
+		res, err = t.exec(ctx, query, args...)
+		return err
+	})
+	return res, err
+}
+
+// runTx runs fn in one transaction under ctx and commits it unless fn fails.
+func (s *Store) runTx(ctx context.Context, detached bool, fn func(tx) error) error {
 	t, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("starting transaction: %w", err)
 	}
 	defer t.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(tx{s, t}); err != nil {
+	if err := fn(tx{s, t, detached}); err != nil {
 		return err
 	}
 	if err := t.Commit(); err != nil {
@@ -214,7 +310,7 @@ func scanSession(sc interface{ Scan(...any) error }) (broker.Session, error) {
 
 // GetSession implements broker.Store.
 func (s *Store) GetSession(ctx context.Context, id string) (broker.Session, error) {
-	se, err := scanSession(s.db.QueryRowContext(ctx, s.q(`SELECT `+sessionCols+` FROM sessions WHERE id = ?`), id))
+	se, err := scanSession(s.queryRow(ctx, `SELECT `+sessionCols+` FROM sessions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return se, fmt.Errorf("session %q: %w", id, broker.ErrNotFound)
 	}
@@ -289,7 +385,7 @@ func (s *Store) PutToken(ctx context.Context, tok broker.Token, audit ...broker.
 func (s *Store) GetToken(ctx context.Context, hash string) (broker.Token, error) {
 	tok := broker.Token{Hash: hash}
 	var created int64
-	err := s.db.QueryRowContext(ctx, s.q(`SELECT role, subject, created FROM tokens WHERE hash = ?`), hash).
+	err := s.queryRow(ctx, `SELECT role, subject, created FROM tokens WHERE hash = ?`, hash).
 		Scan(&tok.Role, &tok.Subject, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return broker.Token{}, fmt.Errorf("token: %w", broker.ErrNotFound) // never echo the hash
@@ -304,7 +400,7 @@ func (s *Store) GetToken(ctx context.Context, hash string) (broker.Token, error)
 // CheckWrite implements broker.WriteChecker with the dialect's check.
 func (s *Store) CheckWrite(ctx context.Context) error {
 	return s.inTx(ctx, func(t tx) error {
-		if err := s.d.CheckWrite(ctx, t.tx); err != nil {
+		if err := s.d.CheckWrite(t.ctx(ctx), t.tx); err != nil {
 			return fmt.Errorf("checking the store accepts writes: %w", err)
 		}
 		return nil

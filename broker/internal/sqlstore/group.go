@@ -1,0 +1,121 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Group commit, for a database that takes one writer at a time (SQLite): write
+// transactions wait in this process's queue, not in the database's busy handler (which
+// sleeps up to 100 ms between tries, the tail of every burst), and one leader runs all
+// that are waiting in a single transaction, each in its own savepoint, so a burst of N
+// writes costs a few commits (and syncs) instead of N. A write that fails rolls back to
+// its savepoint and returns its error to its caller alone; a commit that fails returns
+// its error to every write of the batch, none of which happened.
+
+// maxBatch bounds the writes one commit carries, so that a long queue still commits
+// (and answers) in steps.
+const maxBatch = 64
+
+// batchTimeout bounds one batch's transaction. The writes of a batch do not run under
+// their callers' contexts: a caller that leaves must not interrupt the statement of
+// another (SQLite rolls the whole transaction back on an interrupted write).
+const batchTimeout = 30 * time.Second
+
+type pendingWrite struct {
+	ctx  context.Context
+	fn   func(tx) error
+	done chan error
+}
+
+type group struct {
+	mu      sync.Mutex
+	queue   []*pendingWrite
+	leading bool
+	batches atomic.Int64 // transactions committed or tried, for tests
+}
+
+// grouped runs fn in the next batch and waits for the batch's outcome. It waits even when
+// ctx ends while fn runs, so that a caller never returns while its write may still
+// commit; a write whose ctx ended before its turn is skipped with ctx's error.
+func (s *Store) grouped(ctx context.Context, fn func(tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p := &pendingWrite{ctx: ctx, fn: fn, done: make(chan error, 1)}
+	g := &s.group
+	g.mu.Lock()
+	g.queue = append(g.queue, p)
+	if !g.leading {
+		g.leading = true
+		go s.lead()
+	}
+	g.mu.Unlock()
+	return <-p.done
+}
+
+// lead commits batches until the queue is empty.
+func (s *Store) lead() {
+	g := &s.group
+	for {
+		g.mu.Lock()
+		n := min(len(g.queue), maxBatch)
+		if n == 0 {
+			g.leading = false
+			g.mu.Unlock()
+			return
+		}
+		batch := g.queue[:n:n]
+		g.queue = append([]*pendingWrite(nil), g.queue[n:]...)
+		g.mu.Unlock()
+		s.commitBatch(batch)
+	}
+}
+
+func (s *Store) commitBatch(batch []*pendingWrite) {
+	live := batch[:0:0]
+	for _, p := range batch {
+		if err := p.ctx.Err(); err != nil {
+			p.done <- err
+			continue
+		}
+		live = append(live, p)
+	}
+	if len(live) == 0 {
+		return
+	}
+	s.group.batches.Add(1)
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	if len(live) == 1 { // no savepoint needed
+		live[0].done <- s.runTx(ctx, true, live[0].fn)
+		return
+	}
+	errs := make([]error, len(live))
+	err := s.runTx(ctx, true, func(t tx) error {
+		for i, p := range live {
+			if _, err := t.tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
+			if errs[i] = p.fn(t); errs[i] != nil {
+				if _, err := t.tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
+					return fmt.Errorf("rolling back to savepoint: %w", err)
+				}
+			}
+			if _, err := t.tx.ExecContext(ctx, `RELEASE SAVEPOINT w`); err != nil {
+				return fmt.Errorf("releasing savepoint: %w", err)
+			}
+		}
+		return nil
+	})
+	for i, p := range live {
+		if err != nil {
+			p.done <- err
+		} else {
+			p.done <- errs[i]
+		}
+	}
+}
