@@ -3,11 +3,13 @@ package broker
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"mime"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,14 +61,12 @@ func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
 		env.Note = "degraded mode: no interpreter artifact is bound; sessions use the host's /usr/bin/python3"
 	}
 	if len(se.BaseLock) > 0 {
-		l, err := lock.Parse(se.BaseLock)
+		base, err := s.basePackages(se.BaseLock)
 		if err != nil {
 			s.internal(w, r, fmt.Errorf("session %s: stored base lock: %w", se.ID, err))
 			return
 		}
-		for _, p := range l.Packages {
-			env.Base = append(env.Base, EnvPackage{Name: p.Name, Version: p.Version})
-		}
+		env.Base = base
 	}
 	bs, err := s.o.Store.Bindings(r.Context(), se.ID)
 	if err != nil {
@@ -85,6 +85,30 @@ func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
 		}
 	}
 	writeJSON(w, http.StatusOK, env)
+}
+
+// maxBases bounds the base locks whose packages the server keeps parsed: a fleet has a
+// handful of current bases, not thousands.
+const maxBases = 256
+
+// basePackages lists the packages of a stored base lock, parsed once per content: env is
+// the call agents poll, and the lock is the same bytes for every session on that base.
+func (s *Server) basePackages(raw []byte) ([]EnvPackage, error) {
+	sum := sha256.Sum256(raw)
+	k := string(sum[:])
+	if ps, ok := s.bases.Get(k); ok {
+		return slices.Clone(ps), nil
+	}
+	l, err := lock.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	ps := make([]EnvPackage, 0, len(l.Packages))
+	for _, p := range l.Packages {
+		ps = append(ps, EnvPackage{Name: p.Name, Version: p.Version})
+	}
+	s.bases.Put(k, ps)
+	return slices.Clone(ps), nil
 }
 
 // packagesBody is the JSON body of POST /v1/sessions/{id}/requests.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 )
 
 // TokenPrefix starts every token secret, so secret scanners can recognise one.
@@ -87,7 +88,7 @@ func (s *Server) authenticate(r *http.Request) (Token, error) {
 	if !ok || !strings.EqualFold(scheme, "Bearer") || len(secret) > maxSecret || !strings.HasPrefix(secret, TokenPrefix) {
 		return Token{}, fmt.Errorf("%w: malformed Authorization header, want: Bearer pyl_...", errUnauthenticated)
 	}
-	t, err := s.o.Store.GetToken(r.Context(), HashToken(secret))
+	t, err := s.token(r.Context(), HashToken(secret))
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return Token{}, fmt.Errorf("%w: unknown token", errUnauthenticated)
@@ -95,6 +96,28 @@ func (s *Server) authenticate(r *http.Request) (Token, error) {
 		return Token{}, err
 	}
 	return t, nil
+}
+
+// tokenTTL is how long a token found in the store is known without asking it again. A
+// stored token never changes (the store has no update of one); the TTL bounds how long a
+// token deleted from the database by hand still works here. An unknown hash is never
+// remembered, so a new token works at once on every replica.
+const tokenTTL = 5 * time.Second
+
+// maxTokens bounds the tokens kept: one per live agent session and a few people.
+const maxTokens = 1 << 16
+
+// token looks up a token by hash, from the server's cache when it was found moments ago:
+// every agent call authenticates, and the lookup was one of its few round trips.
+func (s *Server) token(ctx context.Context, hash string) (Token, error) {
+	if t, ok := s.tokens.Get(hash); ok {
+		return t, nil
+	}
+	t, err := s.o.Store.GetToken(ctx, hash)
+	if err == nil {
+		s.tokens.Put(hash, t)
+	}
+	return t, err
 }
 
 // authed wraps a handler with authentication and the route's role check.

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"github.com/pylayer/pylayer/internal/memo"
 )
 
 // Default limits.
@@ -63,6 +65,9 @@ type Server struct {
 	ui      *uiState    // the web page's sign-ins and change counter (ui.go)
 	uploads *uploadBook // the uploaded wheels and their quota (uploadstore.go)
 
+	bases  *memo.Cache[[]EnvPackage] // a stored base lock's packages, by the sha256 of its bytes
+	tokens *memo.Cache[Token]        // tokens found in the store, by hash, for tokenTTL
+
 	stopping atomic.Bool // Serve is shutting down: long polls answer at once
 	feed     feedState   // the store's change feed, if it has one (notify.go)
 }
@@ -108,7 +113,8 @@ func NewServer(o Options) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(),
-		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota)}
+		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota), bases: memo.New[[]EnvPackage](maxBases, 0),
+		tokens: memo.New[Token](maxTokens, tokenTTL)}
 	for _, rt := range []route{
 		{"GET /healthz", public, s.healthz},
 		{"GET /readyz", public, s.readyz},

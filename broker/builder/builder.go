@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,8 +51,9 @@ type Config struct {
 // Worker classifies and builds requests. It implements broker.Classifier, broker.Builder
 // and broker.Rebaser.
 type Worker struct {
-	cfg  Config
-	wake chan struct{}
+	cfg   Config
+	wake  chan struct{}
+	slots chan struct{} // build slots: resolving against the index, publishing a layer
 
 	mu       sync.Mutex
 	inflight map[string]*flight     // by layer tag: identical builds share one
@@ -116,6 +118,11 @@ func (w *Worker) Enqueue(context.Context, string) {
 	}
 }
 
+// claimers is how many requests a worker claims and binds at once: binding a request to
+// a layer that exists, or that another claimed request is publishing, takes no build
+// slot, so a crowd asking for one layer is bound in a few commits, not one at a time.
+const claimers = 16
+
 // Run builds approved requests, jobs at a time, until ctx ends. Each build is claimed
 // with a lease (Store.ClaimBuild) that the worker renews while it builds; a build whose
 // holder died (this process before a restart, or another replica) is claimed again once
@@ -125,12 +132,13 @@ func (w *Worker) Run(ctx context.Context, jobs int) error {
 	if jobs < 1 {
 		jobs = 1
 	}
+	w.slots = make(chan struct{}, jobs)
 	var wg sync.WaitGroup
-	for range jobs {
+	for i := range max(jobs, claimers) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx)
+			w.loop(ctx, i < jobs)
 		}()
 	}
 	w.Enqueue(ctx, "")
@@ -146,9 +154,15 @@ func (w *Worker) lease() broker.Lease {
 	return broker.Lease{Holder: w.cfg.Holder, TTL: w.cfg.Lease}
 }
 
-func (w *Worker) loop(ctx context.Context) {
-	tick := time.NewTicker(w.cfg.Reclaim)
-	defer tick.Stop()
+// loop claims and processes requests while there are any, then waits to be woken, or,
+// if it reclaims, for the next Reclaim tick.
+func (w *Worker) loop(ctx context.Context, reclaims bool) {
+	var tc <-chan time.Time
+	if reclaims {
+		tick := time.NewTicker(w.cfg.Reclaim)
+		defer tick.Stop()
+		tc = tick.C
+	}
 	for {
 		for {
 			r, ok, err := w.cfg.Store.ClaimBuild(ctx, w.lease())
@@ -170,7 +184,7 @@ func (w *Worker) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-w.wake:
-		case <-tick.C:
+		case <-tc:
 		}
 	}
 }
@@ -223,7 +237,7 @@ func (w *Worker) hold(ctx context.Context, renew func(context.Context) error) (c
 func (w *Worker) process(ctx context.Context, r broker.Request) {
 	bctx, stop := w.hold(ctx, func(ctx context.Context) error { return w.cfg.Store.RenewBuild(ctx, r.ID, w.lease()) })
 	defer stop()
-	desc, l, err := w.build(bctx, r)
+	desc, l, key, err := w.build(bctx, r)
 	if err != nil {
 		if bctx.Err() != nil {
 			// Shutting down: the request stays building and is claimed again when its
@@ -244,7 +258,6 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 	if l.Kind == lock.KindIso {
 		kind = broker.KindIso
 	}
-	key, _ := l.Key()
 	ref := w.cfg.Repo.Name() + "@" + desc.Digest.String()
 	// One transaction: built, bound and audited, or (a crash, a failed write) still
 	// building, which the next start resumes.
@@ -279,46 +292,60 @@ func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
 
 // build resolves the request's lock again (the index and base are the same, so is the
 // result) and publishes its layer unless the repository has that key already.
-func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *lock.Lock, error) {
+func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *lock.Lock, string, error) {
 	s, err := w.cfg.Store.GetSession(ctx, r.SessionID)
 	if err != nil {
-		return v1.Descriptor{}, nil, err
+		return v1.Descriptor{}, nil, "", err
 	}
 	base, err := w.sessionBase(s)
 	if err != nil {
-		return v1.Descriptor{}, nil, err
+		return v1.Descriptor{}, nil, "", err
 	}
 	up, err := w.upload(r)
 	if err != nil {
-		return v1.Descriptor{}, nil, err
+		return v1.Descriptor{}, nil, "", err
 	}
 	// The lock its classification resolved (or an earlier build of the same), when this
 	// worker has it: no second resolution against the index.
 	ck := lockCacheKey(s.Base, r.LockKey, r.BuildIsolated())
-	l, ok := w.c.locks.get(ck)
+	l, ok := w.c.locks.Get(ck)
 	if !ok || r.LockKey == "" {
-		if l, err = w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated()); err != nil {
-			return v1.Descriptor{}, nil, err
+		release, err := w.slot(ctx)
+		if err != nil {
+			return v1.Descriptor{}, nil, "", err
+		}
+		l, err = w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated())
+		release()
+		if err != nil {
+			return v1.Descriptor{}, nil, "", err
 		}
 		if r.LockKey != "" {
-			w.c.locks.put(ck, l)
+			w.c.locks.Put(ck, l)
 		}
 	}
-	if err := w.fits(ctx, s, base, l); err != nil { // the session may have moved since it was classified
-		return v1.Descriptor{}, nil, err
-	}
-	tag, _, err := l.Tag()
-	if err != nil {
-		return v1.Descriptor{}, nil, err
+	// Whether it fits the session (which may have moved since it was classified) and its
+	// tag: the same answer for every request of this lock on this interpreter and base.
+	fk := s.Interpreter + "\x00" + ck
+	tag, ok := w.c.fitted.Get(fk)
+	if !ok || r.LockKey == "" {
+		if err := w.fits(ctx, s, base, l); err != nil {
+			return v1.Descriptor{}, nil, "", err
+		}
+		if tag, _, err = l.Tag(); err != nil {
+			return v1.Descriptor{}, nil, "", err
+		}
+		if r.LockKey != "" {
+			w.c.fitted.Put(fk, tag)
+		}
 	}
 	desc, err := w.publish(ctx, tag, l)
-	return desc, l, err
+	return desc, l, strings.TrimPrefix(tag, string(l.Kind)+"-"), err
 }
 
 // publish pushes and signs the layer of l under tag, once for any number of identical
 // requests at the same time; an existing tag is only reused.
 func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Descriptor, error) {
-	if d, ok := w.c.published.get(tag); ok { // published or found here within publishedTTL
+	if d, ok := w.c.published.Get(tag); ok { // published or found here within publishedTTL
 		w.binds.Add(1)
 		return d, nil
 	}
@@ -341,10 +368,16 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 		delete(w.inflight, tag)
 		w.mu.Unlock()
 	}()
+	release, err := w.slot(ctx)
+	if err != nil {
+		f.err = err
+		return v1.Descriptor{}, err
+	}
 	res, err := w.publishLeased(ctx, tag, l)
+	release()
 	f.desc, f.err = res.Desc, err
 	if err == nil && res.Desc.Digest != "" {
-		w.c.published.put(tag, res.Desc)
+		w.c.published.Put(tag, res.Desc)
 	}
 	if res.Pushed {
 		w.builds.Add(1)
@@ -353,6 +386,19 @@ func (w *Worker) publish(ctx context.Context, tag string, l *lock.Lock) (v1.Desc
 		w.binds.Add(1)
 	}
 	return f.desc, f.err
+}
+
+// slot waits for one of the worker's build slots (jobs of Run) and returns its release.
+func (w *Worker) slot(ctx context.Context) (func(), error) {
+	if w.slots == nil { // not running: a direct call, as tests make
+		return func() {}, nil
+	}
+	select {
+	case w.slots <- struct{}{}:
+		return func() { <-w.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // layerLeaseWait is how often a worker checks whether another replica's lease on the

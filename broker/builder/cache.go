@@ -3,13 +3,11 @@ package builder
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"sort"
-	"sync"
-	"time"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/broker"
+	"github.com/pylayer/pylayer/internal/memo"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
 )
@@ -27,80 +25,23 @@ const (
 	publishedTTL = classifyTTL
 )
 
-// cache is a bounded map whose entries expire after ttl (never when ttl is 0).
-type cache[V any] struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	m   map[string]cached[V]
-}
-
-type cached[V any] struct {
-	v  V
-	at time.Time
-}
-
-func newCache[V any](ttl time.Duration) *cache[V] {
-	return &cache[V]{ttl: ttl, m: map[string]cached[V]{}}
-}
-
-func (c *cache[V]) get(k string) (V, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[k]
-	if ok && c.ttl > 0 && time.Since(e.at) >= c.ttl {
-		delete(c.m, k)
-		ok = false
-	}
-	return e.v, ok
-}
-
-func (c *cache[V]) put(k string, v V) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) >= maxCached {
-		c.evict()
-	}
-	c.m[k] = cached[V]{v: v, at: time.Now()}
-}
-
-// evict drops the expired entries and, if that is not enough, the older half.
-func (c *cache[V]) evict() {
-	ats := make([]time.Time, 0, len(c.m))
-	for k, e := range c.m {
-		if c.ttl > 0 && time.Since(e.at) >= c.ttl {
-			delete(c.m, k)
-			continue
-		}
-		ats = append(ats, e.at)
-	}
-	if len(c.m) < maxCached/2 {
-		return
-	}
-	sort.Slice(ats, func(i, j int) bool { return ats[i].Before(ats[j]) })
-	mid := ats[len(ats)/2]
-	for k, e := range c.m {
-		if !e.at.After(mid) {
-			delete(c.m, k)
-		}
-	}
-}
-
-func (c *cache[V]) forget(k string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.m, k)
-}
-
 // workerCaches are the Worker's caches.
 type workerCaches struct {
-	locks     *cache[*lock.Lock]     // resolved locks by lockCacheKey
-	bases     *cache[*lock.Lock]     // parsed base locks by the sha256 of their bytes
-	published *cache[v1.Descriptor]  // layers in the repository by tag
-	targets   *cache[*target.Target] // interpreter targets by artifact digest (immutable)
+	locks     *memo.Cache[*lock.Lock]     // resolved locks by lockCacheKey
+	bases     *memo.Cache[*lock.Lock]     // parsed base locks by the sha256 of their bytes
+	published *memo.Cache[v1.Descriptor]  // layers in the repository by tag
+	targets   *memo.Cache[*target.Target] // interpreter targets by artifact digest (immutable)
+	fitted    *memo.Cache[string]         // tags of locks that fit, by interpreter and lockCacheKey
 }
 
 func newWorkerCaches() workerCaches {
-	return workerCaches{locks: newCache[*lock.Lock](0), bases: newCache[*lock.Lock](0), published: newCache[v1.Descriptor](publishedTTL), targets: newCache[*target.Target](0)}
+	return workerCaches{
+		locks:     memo.New[*lock.Lock](maxCached, 0),
+		bases:     memo.New[*lock.Lock](maxCached, 0),
+		published: memo.New[v1.Descriptor](maxCached, publishedTTL),
+		targets:   memo.New[*target.Target](maxCached, 0),
+		fitted:    memo.New[string](maxCached, 0),
+	}
 }
 
 // lockCacheKey names the lock resolved on the session base base (an artifact digest) for
@@ -118,12 +59,12 @@ func lockCacheKey(base, key string, isolated bool) string {
 func (w *Worker) sessionBase(s broker.Session) (*lock.Lock, error) {
 	sum := sha256.Sum256(s.BaseLock)
 	k := hex.EncodeToString(sum[:])
-	if l, ok := w.c.bases.get(k); ok && len(s.BaseLock) > 0 {
+	if l, ok := w.c.bases.Get(k); ok && len(s.BaseLock) > 0 {
 		return l, nil
 	}
 	l, err := sessionBase(s)
 	if err == nil {
-		w.c.bases.put(k, l)
+		w.c.bases.Put(k, l)
 	}
 	return l, err
 }

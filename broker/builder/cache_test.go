@@ -2,7 +2,6 @@ package builder
 
 import (
 	"context"
-	"strconv"
 	"sync"
 	"testing"
 
@@ -43,23 +42,5 @@ func TestHotPathWithoutIndex(t *testing.T) {
 	}
 	if got, want := [2]int64{e.w.Builds(), e.w.Binds()}, [2]int64{1, 1}; got != want {
 		t.Errorf("builds, binds = %v, want %v", got, want)
-	}
-}
-
-func TestCacheBounded(t *testing.T) {
-	c := newCache[int](0)
-	for i := range maxCached * 3 {
-		c.put(strconv.Itoa(i), i)
-		if n := len(c.m); n > maxCached {
-			t.Fatalf("after %d puts the cache holds %d, want at most %d", i+1, n, maxCached)
-		}
-	}
-	last := strconv.Itoa(maxCached*3 - 1)
-	if v, ok := c.get(last); !ok || v != maxCached*3-1 {
-		t.Errorf("the newest entry: %d, %v; want it kept", v, ok)
-	}
-	c.forget(last)
-	if _, ok := c.get(last); ok {
-		t.Error("a forgotten entry is still there")
 	}
 }

@@ -186,7 +186,7 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 	if l != nil {
 		req.LockKey, _ = l.Key()
 		if rerr == nil && req.LockKey != "" {
-			w.c.locks.put(lockCacheKey(s.Base, req.LockKey, false), l) // the build of this request starts from it
+			w.c.locks.Put(lockCacheKey(s.Base, req.LockKey, false), l) // the build of this request starts from it
 		}
 	}
 	return req, nil

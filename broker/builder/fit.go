@@ -36,7 +36,7 @@ func (w *Worker) interpreterTarget(ctx context.Context, d string) (*target.Targe
 	if d == "" {
 		return nil, nil
 	}
-	if t, ok := w.c.targets.get(d); ok { // an artifact by digest never changes
+	if t, ok := w.c.targets.Get(d); ok { // an artifact by digest never changes
 		return t, nil
 	}
 	dg, err := digest.Parse(d)
@@ -71,6 +71,6 @@ func (w *Worker) interpreterTarget(ctx context.Context, d string) (*target.Targe
 	if err != nil {
 		return nil, err
 	}
-	w.c.targets.put(d, &t)
+	w.c.targets.Put(d, &t)
 	return &t, nil
 }
