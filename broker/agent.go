@@ -247,7 +247,7 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {
 		}
 		wait = min(d, MaxWait)
 	}
-	req, _, ok := s.request(w, r, t, id)
+	req, ok := s.request(w, r, t, id)
 	if !ok {
 		return
 	}

@@ -187,17 +187,20 @@ func (s *Server) session(w http.ResponseWriter, r *http.Request, t Token, id str
 	return se, true
 }
 
-// request loads a request and its session for t, like session.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, t Token, id string) (Request, Session, bool) {
+// request loads a request for t, writing 403/404 like session if t may not see it.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, t Token, id string) (Request, bool) {
 	req, err := s.o.Store.GetRequest(r.Context(), id)
 	if err != nil {
 		if t.Role == RoleAgent && errors.Is(err, ErrNotFound) {
 			writeError(w, http.StatusForbidden, "this token is for another session", "")
-			return Request{}, Session{}, false
+			return Request{}, false
 		}
 		s.storeError(w, r, err)
-		return Request{}, Session{}, false
+		return Request{}, false
 	}
-	se, ok := s.session(w, r, t, req.SessionID)
-	return req, se, ok
+	if t.Role == RoleAgent && req.SessionID == t.Subject {
+		return req, true // its own session's: no need to read the session (agents poll this)
+	}
+	_, ok := s.session(w, r, t, req.SessionID)
+	return req, ok
 }

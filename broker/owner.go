@@ -219,7 +219,7 @@ func (s *Server) deny(w http.ResponseWriter, r *http.Request, t Token) {
 // decide applies an approver's decision to a pending request, audits it, wakes waiters
 // and hands approved requests to the builder.
 func (s *Server) decide(w http.ResponseWriter, r *http.Request, t Token, fn func(*Request) (string, error)) {
-	req, _, ok := s.request(w, r, t, r.PathValue("id"))
+	req, ok := s.request(w, r, t, r.PathValue("id"))
 	if !ok {
 		return
 	}
