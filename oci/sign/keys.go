@@ -3,6 +3,9 @@ package sign
 import (
 	"context"
 	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
@@ -13,9 +16,14 @@ import (
 	"os"
 	"strings"
 
-	"github.com/sigstore/cosign/v2/pkg/cosign"
-	"github.com/sigstore/sigstore/pkg/cryptoutils"
-	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/secure-systems-lab/go-securesystemslib/encrypted"
+)
+
+// PEM types of cosign's encrypted private keys: what `cosign generate-key-pair` writes
+// now, and what older versions wrote.
+const (
+	pemTypeSigstore = "ENCRYPTED SIGSTORE PRIVATE KEY"
+	pemTypeCosign   = "ENCRYPTED COSIGN PRIVATE KEY"
 )
 
 // PasswordEnv is the environment variable cosign reads a key's password from.
@@ -30,10 +38,6 @@ var (
 	// ErrInvalidKey: a key file is not a cosign private key or PEM public key.
 	ErrInvalidKey = errors.New("invalid key file")
 )
-
-// Signer signs payloads with a private key. Any sigstore signature.SignerVerifier is
-// one: a cosign key file (LoadSigner) or a KMS key from sigstore's kms packages.
-type Signer = signature.SignerVerifier
 
 // PasswordFromEnv returns the value of $COSIGN_PASSWORD, the default password source
 // of LoadSigner. An empty value is an empty password; an unset variable is an error,
@@ -64,14 +68,14 @@ func LoadSigner(ctx context.Context, keyPath string, password func() ([]byte, er
 	if block == nil {
 		return nil, fmt.Errorf("private key %s: %w: no PEM block; generate a key pair with `pylayer keygen` or `cosign generate-key-pair`", keyPath, ErrInvalidKey)
 	}
-	if block.Type != cosign.SigstorePrivateKeyPemType && block.Type != cosign.CosignPrivateKeyPemType {
+	if block.Type != pemTypeSigstore && block.Type != pemTypeCosign {
 		hint := ""
 		if strings.Contains(block.Type, "PUBLIC KEY") {
 			hint = " (this is a public key: signing needs the private key, e.g. cosign.key)"
 		} else if strings.Contains(block.Type, "PRIVATE KEY") {
 			hint = " (an unencrypted key: import it with `cosign import-key-pair --key FILE`)"
 		}
-		return nil, fmt.Errorf("private key %s: %w: PEM type %q is not %q%s", keyPath, ErrInvalidKey, block.Type, cosign.SigstorePrivateKeyPemType, hint)
+		return nil, fmt.Errorf("private key %s: %w: PEM type %q is not %q%s", keyPath, ErrInvalidKey, block.Type, pemTypeSigstore, hint)
 	}
 	check := ""
 	if password == nil {
@@ -81,28 +85,54 @@ func LoadSigner(ctx context.Context, keyPath string, password func() ([]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("private key %s: reading password: %w", keyPath, err)
 	}
-	sv, err := cosign.LoadPrivateKey(b, pass, nil)
+	der, err := encrypted.Decrypt(block.Bytes, pass)
 	clear(pass)
 	if err != nil {
-		// cosign wraps go-securesystemslib's "encrypted: decryption failed", which is
-		// what a wrong password (and only a wrong password or a corrupt file) yields.
+		// go-securesystemslib's "encrypted: decryption failed" is what a wrong password
+		// (and only a wrong password or a corrupt file) yields.
 		if strings.Contains(err.Error(), "decryption failed") {
 			return nil, fmt.Errorf("private key %s: %w%s", keyPath, ErrWrongPassword, check)
 		}
 		return nil, fmt.Errorf("private key %s: %w: %v", keyPath, ErrInvalidKey, err)
 	}
-	return sv, nil
+	key, err := x509.ParsePKCS8PrivateKey(der)
+	clear(der)
+	if err != nil {
+		return nil, fmt.Errorf("private key %s: %w: %v", keyPath, ErrInvalidKey, err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("private key %s: %w: a %T key cannot sign", keyPath, ErrInvalidKey, key)
+	}
+	if err := checkPublicKey(signer.Public()); err != nil {
+		return nil, fmt.Errorf("private key %s: %w: %v", keyPath, ErrInvalidKey, err)
+	}
+	return signer, nil
 }
 
 // GenerateKeyPair creates a new ECDSA P-256 key pair, as `cosign generate-key-pair`
 // does: the private key encrypted with password in cosign's PEM format, and the
 // public key as a PKIX PEM block.
 func GenerateKeyPair(password []byte) (privPEM, pubPEM []byte, err error) {
-	kb, err := cosign.GenerateKeyPair(func(bool) ([]byte, error) { return password, nil })
+	priv, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generating key pair: %w", err)
 	}
-	return kb.PrivateBytes, kb.PublicBytes, nil
+	der, err := x509.MarshalPKCS8PrivateKey(priv)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key pair: %w", err)
+	}
+	enc, err := encrypted.Encrypt(der, password) // scrypt (N=32768, r=8, p=1) and secretbox, as cosign
+	clear(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key pair: encrypting the private key: %w", err)
+	}
+	pub, err := x509.MarshalPKIXPublicKey(priv.Public())
+	if err != nil {
+		return nil, nil, fmt.Errorf("generating key pair: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: pemTypeSigstore, Bytes: enc}),
+		pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), nil
 }
 
 // Verifier is a set of trusted public keys. A signature is accepted if any of them
@@ -112,7 +142,7 @@ type Verifier struct {
 }
 
 type trustedKey struct {
-	v      signature.Verifier
+	pub    crypto.PublicKey
 	id     string // KeyID
 	source string // file it came from
 }
@@ -159,12 +189,10 @@ func ParseVerifier(pemBytes []byte, source string) (*Verifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("public key %s: %w: key %d: %v", source, ErrInvalidKey, len(v.keys)+1, err)
 		}
-		// SHA-256, as `cosign verify` uses by default for every key type.
-		sv, err := signature.LoadVerifier(pub, crypto.SHA256)
-		if err != nil {
+		if err := checkPublicKey(pub); err != nil {
 			return nil, fmt.Errorf("public key %s: %w: key %d: %v", source, ErrInvalidKey, len(v.keys)+1, err)
 		}
-		v.keys = append(v.keys, trustedKey{v: sv, id: keyID(block.Bytes), source: source})
+		v.keys = append(v.keys, trustedKey{pub: pub, id: keyID(block.Bytes), source: source})
 	}
 	if len(v.keys) == 0 {
 		return nil, fmt.Errorf("public key %s: %w: no PEM \"PUBLIC KEY\" block", source, ErrInvalidKey)
@@ -175,20 +203,20 @@ func ParseVerifier(pemBytes []byte, source string) (*Verifier, error) {
 	return v, nil
 }
 
-// NewVerifier trusts the given signature verifiers (for example the public half of a
-// KMS key); source names them in results.
-func NewVerifier(source string, vs ...signature.Verifier) (*Verifier, error) {
+// NewVerifier trusts the public keys of the given signers (for example the broker's
+// own signing key); source names them in results.
+func NewVerifier(source string, signers ...Signer) (*Verifier, error) {
 	v := &Verifier{}
-	for _, sv := range vs {
-		pub, err := sv.PublicKey()
+	for _, s := range signers {
+		pub := s.Public()
+		if err := checkPublicKey(pub); err != nil {
+			return nil, fmt.Errorf("public key of %s: %w: %v", source, ErrInvalidKey, err)
+		}
+		der, err := x509.MarshalPKIXPublicKey(pub)
 		if err != nil {
 			return nil, fmt.Errorf("public key of %s: %w", source, err)
 		}
-		der, err := cryptoutils.MarshalPublicKeyToDER(pub)
-		if err != nil {
-			return nil, fmt.Errorf("public key of %s: %w", source, err)
-		}
-		v.keys = append(v.keys, trustedKey{v: sv, id: keyID(der), source: source})
+		v.keys = append(v.keys, trustedKey{pub: pub, id: keyID(der), source: source})
 	}
 	if len(v.keys) == 0 {
 		return nil, fmt.Errorf("%w: no key given", ErrInvalidKey)
@@ -211,7 +239,7 @@ func (v *Verifier) KeyIDs() []string {
 // KeyID is a public key's ID: "sha256:" and the hex sha256 of its PKIX DER encoding,
 // the same value as `openssl pkey -pubin -outform DER | sha256sum`.
 func KeyID(pub crypto.PublicKey) (string, error) {
-	der, err := cryptoutils.MarshalPublicKeyToDER(pub)
+	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return "", err
 	}

@@ -66,11 +66,7 @@ func TestLoadSigner(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				pk, err := s.PublicKey()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if id, _ := KeyID(pk); id != v.KeyIDs()[0] {
+				if id, _ := KeyID(s.Public()); id != v.KeyIDs()[0] {
 					t.Fatalf("loaded key %s, want %s", id, v.KeyIDs()[0])
 				}
 				return

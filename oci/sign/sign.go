@@ -15,8 +15,6 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/oci"
-	"github.com/sigstore/sigstore/pkg/signature/options"
-	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 // Reader is the read-only part of a repository that verification needs; Verify takes
@@ -47,6 +45,30 @@ func SignatureTag(d digest.Digest) string {
 	return d.Algorithm().String() + "-" + d.Encoded() + ".sig"
 }
 
+// cosignSignatureType is the type a simple signing payload of a cosign signature names.
+const cosignSignatureType = "cosign container image signature"
+
+// simpleSigning is a "simple signing" payload (containers/image's format) as cosign
+// writes it; its field order is the order cosign's bytes have.
+type simpleSigning struct {
+	Critical critical       `json:"critical"`
+	Optional map[string]any `json:"optional"`
+}
+
+type critical struct {
+	Identity identity `json:"identity"`
+	Image    image    `json:"image"`
+	Type     string   `json:"type"`
+}
+
+type identity struct {
+	DockerReference string `json:"docker-reference"`
+}
+
+type image struct {
+	DockerManifestDigest string `json:"docker-manifest-digest"`
+}
+
 // Payload returns the simple signing payload that a signature of subject carries,
 // byte for byte as cosign writes it:
 //
@@ -58,13 +80,11 @@ func Payload(subject digest.Digest, dockerReference string) ([]byte, error) {
 	if err := checkReference(dockerReference); err != nil {
 		return nil, err
 	}
-	p := payload.SimpleContainerImage{
-		Critical: payload.Critical{
-			Identity: payload.Identity{DockerReference: dockerReference},
-			Image:    payload.Image{DockerManifestDigest: subject.String()},
-			Type:     payload.CosignSignatureType,
-		},
-	}
+	p := simpleSigning{Critical: critical{
+		Identity: identity{DockerReference: dockerReference},
+		Image:    image{DockerManifestDigest: subject.String()},
+		Type:     cosignSignatureType,
+	}}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encoding signature payload: %w", err)
@@ -108,12 +128,15 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 				return fail(fmt.Errorf("reading config of %s: %w", tag, err))
 			}
 		}
-		if dup := findDuplicate(ctx, base, body, signer); dup {
+		if dup := findDuplicate(base, body, signer); dup {
 			return baseDesc, nil
 		}
 	}
 
-	sig, err := signer.SignMessage(bytes.NewReader(body), options.WithContext(ctx))
+	if err := ctx.Err(); err != nil {
+		return fail(err)
+	}
+	sig, err := signMessage(signer, body)
 	if err != nil {
 		return fail(fmt.Errorf("signing payload: %w", err))
 	}
@@ -162,7 +185,7 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 
 // findDuplicate reports whether base already holds a signature of body that the
 // signer's own key verifies.
-func findDuplicate(ctx context.Context, base *SignatureManifest, body []byte, signer Signer) bool {
+func findDuplicate(base *SignatureManifest, body []byte, signer Signer) bool {
 	want := digest.FromBytes(body)
 	for _, l := range base.Signatures() {
 		if l.Desc.Digest != want || len(l.Desc.Annotations) != 1 {
@@ -172,7 +195,7 @@ func findDuplicate(ctx context.Context, base *SignatureManifest, body []byte, si
 		if err != nil {
 			continue
 		}
-		if signer.VerifySignature(bytes.NewReader(sig), bytes.NewReader(body), options.WithContext(ctx)) == nil {
+		if verifyMessage(signer.Public(), body, sig) {
 			return true
 		}
 	}

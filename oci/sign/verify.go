@@ -1,7 +1,6 @@
 package sign
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -9,14 +8,9 @@ import (
 	"fmt"
 	"strings"
 
-	ggcr "github.com/google/go-containerregistry/pkg/v1"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/oci"
-	"github.com/sigstore/cosign/v2/pkg/cosign"
-	"github.com/sigstore/cosign/v2/pkg/oci/static"
-	"github.com/sigstore/sigstore/pkg/signature/options"
-	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 var (
@@ -47,9 +41,10 @@ type Signature struct {
 
 // Verify checks that the manifest described by subject carries at least one cosign
 // signature, in the manifest tagged SignatureTag(subject.Digest), that a key of v
-// verifies and whose payload names subject.Digest. Each signature is checked by
-// cosign's own VerifyImageSignature with the transparency log ignored and cosign's
-// SimpleClaimVerifier. The verdicts are errors.Is-able:
+// verifies and whose payload names subject.Digest: the checks `cosign verify --key`
+// makes of a key-based signature without a transparency log (the signature over the
+// payload's bytes, then cosign's SimpleClaimVerifier's digest claim). The verdicts are
+// errors.Is-able:
 //
 //   - ErrNoSignature: there is no signature tag, or it holds no signature;
 //   - ErrPayloadMismatch: no signature verified, and a trusted key's signature names
@@ -83,10 +78,6 @@ func Verify(ctx context.Context, s Reader, subject v1.Descriptor, v *Verifier) (
 	if len(layers) == 0 {
 		return nil, fmt.Errorf("artifact %s: %w (tag %s holds no signature): sign it with `pylayer publish --key KEY`", art, ErrNoSignature, tag)
 	}
-	h, err := ggcr.NewHash(subject.Digest.String())
-	if err != nil {
-		return nil, fmt.Errorf("verifying %s: %w", art, err)
-	}
 	res := &Result{Subject: subject.Digest, SignatureManifest: smDesc}
 	var copiedFrom []string // digests named by trusted signatures of other artifacts
 	for _, l := range layers {
@@ -99,25 +90,24 @@ func Verify(ctx context.Context, s Reader, subject v1.Descriptor, v *Verifier) (
 			res.Rejected++ // no or malformed signature annotation
 			continue
 		}
-		sig, err := static.NewSignature(body, l.Base64Signature)
-		if err != nil {
-			return nil, fmt.Errorf("verifying %s: %w", art, err)
-		}
+		claim := parsePayload(body)
 		var ok bool
 		for _, k := range v.keys {
-			co := &cosign.CheckOpts{SigVerifier: k.v, IgnoreTlog: true, ClaimVerifier: cosign.SimpleClaimVerifier}
-			if _, err := cosign.VerifyImageSignature(ctx, sig, h, co); err == nil {
-				res.Verified = append(res.Verified, Signature{Layer: l.Desc, KeyID: k.id, KeySource: k.source, DockerReference: claimedReference(body)})
-				ok = true
-				break
-			}
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			// The claim failed if the signature itself is good: a copied signature.
-			if k.v.VerifySignature(bytes.NewReader(sigBytes), bytes.NewReader(body), options.WithContext(ctx)) == nil {
-				copiedFrom = append(copiedFrom, claimedDigest(body))
+			if !verifyMessage(k.pub, body, sigBytes) {
+				continue
 			}
+			// A good signature by a trusted key: of this artifact only if its payload
+			// names this digest (cosign's SimpleClaimVerifier); else it was copied here.
+			if claim.Critical.Image.DockerManifestDigest != subject.Digest.String() {
+				copiedFrom = append(copiedFrom, claimedDigest(claim))
+				continue
+			}
+			res.Verified = append(res.Verified, Signature{Layer: l.Desc, KeyID: k.id, KeySource: k.source, DockerReference: claim.Critical.Identity.DockerReference})
+			ok = true
+			break
 		}
 		if !ok {
 			res.Rejected++
@@ -134,18 +124,15 @@ func Verify(ctx context.Context, s Reader, subject v1.Descriptor, v *Verifier) (
 		art, ErrUntrusted, len(layers), strings.Join(v.KeyIDs(), ", "))
 }
 
-func parsePayload(body []byte) payload.SimpleContainerImage {
-	var p payload.SimpleContainerImage
-	_ = json.Unmarshal(body, &p) // only called on payloads whose signature verified
+// parsePayload decodes a simple signing payload; what does not decode names nothing.
+func parsePayload(body []byte) simpleSigning {
+	var p simpleSigning
+	_ = json.Unmarshal(body, &p)
 	return p
 }
 
-func claimedReference(body []byte) string {
-	return parsePayload(body).Critical.Identity.DockerReference
-}
-
-func claimedDigest(body []byte) string {
-	d := parsePayload(body).Critical.Image.DockerManifestDigest
+func claimedDigest(p simpleSigning) string {
+	d := p.Critical.Image.DockerManifestDigest
 	if d == "" {
 		return "a payload naming no digest"
 	}
