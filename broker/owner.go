@@ -6,14 +6,14 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
+	"github.com/pylayer/pylayer/internal/lazyre"
 	"github.com/pylayer/pylayer/layers/lock"
 )
 
-var digestRE = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
+var digestRE = lazyre.New(`^sha256:[0-9a-f]{64}$`)
 
 // sessionBody is the optional JSON body of POST /v1/sessions.
 type sessionBody struct {
@@ -47,7 +47,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) 
 		owner = b.Owner
 	}
 	for _, d := range []string{b.Interpreter, b.Base} {
-		if d != "" && !digestRE.MatchString(d) {
+		if d != "" && !digestRE().MatchString(d) {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("digest %q: want sha256:<64 hex>", d), "")
 			return
 		}

@@ -2,14 +2,15 @@ package broker
 
 import (
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // absPath matches an absolute path where one starts: at the beginning, or after a space,
 // quote, bracket, '=', ',' or ':'. A path ends at a space, quote, bracket, ',', ';' or ':'
 // (errors put ": " after a path). "://" is a URL's, not a path (see RedactPaths).
-var absPath = regexp.MustCompile(`(^|[\s"'(\[=,:])(/[^\s"'()\[\]<>,;:]*)`)
+var absPath = lazyre.New(`(^|[\s"'(\[=,:])(/[^\s"'()\[\]<>,;:]*)`)
 
 // RedactPaths replaces every absolute path in msg with its last element: a wheel's file
 // name, a digest, a directory's name; "/" alone becomes "…". URLs are kept. Text that an
@@ -21,7 +22,7 @@ func RedactPaths(msg string) string {
 	}
 	var b strings.Builder
 	last := 0
-	for _, m := range absPath.FindAllStringSubmatchIndex(msg, -1) {
+	for _, m := range absPath().FindAllStringSubmatchIndex(msg, -1) {
 		p := msg[m[4]:m[5]]
 		if strings.HasPrefix(p, "//") && m[3] > m[2] && msg[m[2]:m[3]] == ":" {
 			continue // scheme://host/...

@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 
 	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // UploadQuota bounds the uploaded wheels one session holds at once: every stored upload
@@ -72,7 +72,7 @@ func (s *Server) quotaError(w http.ResponseWriter, err error) {
 const incomingDir = ".incoming"
 
 // safeName is what a session id must look like to become a directory name.
-var safeName = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+var safeName = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 
 // uploadBook keeps the accounts of the uploads: what each session holds on disk (read once,
 // then kept in step), what is being received, and what a request in the making holds
@@ -168,7 +168,7 @@ type uploadTicket struct {
 
 // begin starts an upload for session, or fails with errQuotaCount.
 func (b *uploadBook) begin(session string) (*uploadTicket, error) {
-	if !safeName.MatchString(session) {
+	if !safeName().MatchString(session) {
 		return nil, fmt.Errorf("session id %q cannot name an upload directory", session)
 	}
 	b.mu.Lock()

@@ -52,7 +52,7 @@ type sweepResult struct {
 func (s *Server) sweepSession(ctx context.Context, session string) (sweepResult, error) {
 	b := s.uploads
 	var res sweepResult
-	if b.root == "" || !safeName.MatchString(session) {
+	if b.root == "" || !safeName().MatchString(session) {
 		return res, nil
 	}
 	b.mu.Lock()
@@ -171,7 +171,7 @@ func (s *Server) sweepUploads(ctx context.Context) (sweepResult, error) {
 				}
 			}
 			b.mu.Unlock()
-		case de.IsDir() && safeName.MatchString(de.Name()):
+		case de.IsDir() && safeName().MatchString(de.Name()):
 			r, err := s.sweepSession(ctx, de.Name())
 			if err != nil {
 				return res, err

@@ -10,11 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/pylayer/pylayer/internal/lazyre"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,7 +30,7 @@ var ErrNoSandboxUser = errors.New("no unprivileged host user for sessions")
 var (
 	identMu    sync.Mutex
 	identCache = map[string]Identity{}
-	userNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]{0,31}$`)
+	userNameRE = lazyre.New(`^[a-z_][a-z0-9_-]{0,31}$`)
 )
 
 // HostIdentity returns the host identity of a session started by this process.
@@ -72,7 +72,7 @@ func resolveIdentity(ctx context.Context, name string) (Identity, error) {
 		}
 		id = Identity{UID: uid, GID: gid}
 	} else {
-		if !userNameRE.MatchString(name) {
+		if !userNameRE().MatchString(name) {
 			return id, fmt.Errorf("%w: sandbox user %q: not a valid user name", ErrInvalidSpec, name)
 		}
 		u, err := user.Lookup(name)

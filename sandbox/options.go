@@ -5,8 +5,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"regexp"
 	"time"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // Defaults of RunOptions.
@@ -52,13 +53,13 @@ type Result struct {
 	Identity Identity
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var idRE = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (o RunOptions) withDefaults() (RunOptions, error) {
 	switch {
 	case o.Timeout < 0 || o.KillGrace < 0 || o.MaxOutput < 0:
 		return o, fmt.Errorf("%w: negative timeout, kill grace or output cap", ErrInvalidSpec)
-	case o.ID != "" && !idRE.MatchString(o.ID):
+	case o.ID != "" && !idRE().MatchString(o.ID):
 		return o, fmt.Errorf("%w: run id %q: want 1 to 64 of A-Z a-z 0-9 . _ -", ErrInvalidSpec, o.ID)
 	}
 	if o.Timeout == 0 {

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // Sentinel errors; match them with errors.Is.
@@ -70,10 +71,10 @@ type Spec struct {
 func (s Spec) Degraded() bool { return s.Interpreter == "" }
 
 // secretRE matches variable names that must never be passed into a sandbox.
-var secretRE = regexp.MustCompile(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|_PASS$|_PWD$|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNING|AWS_|AZURE_|GOOGLE_|GCP_|GCLOUD|COSIGN|SIGSTORE|GITHUB|GITLAB|GH_|HF_|HUGGING|OPENAI|ANTHROPIC|NPM_|PYPI|TWINE|DOCKER|REGISTRY|VAULT|DSN|DATABASE_URL|CONNECTION)`)
+var secretRE = lazyre.New(`(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|PASSPHRASE|_PASS$|_PWD$|CREDENTIAL|AUTH|COOKIE|PRIVATE|SIGNING|AWS_|AZURE_|GOOGLE_|GCP_|GCLOUD|COSIGN|SIGSTORE|GITHUB|GITLAB|GH_|HF_|HUGGING|OPENAI|ANTHROPIC|NPM_|PYPI|TWINE|DOCKER|REGISTRY|VAULT|DSN|DATABASE_URL|CONNECTION)`)
 
 // envNameRE is what a portable environment variable name looks like.
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // reservedEnv reports whether the sandbox sets or must control name itself.
 func reservedEnv(name string) bool {
@@ -91,9 +92,9 @@ func reservedEnv(name string) bool {
 // checkEnv validates one Spec.Env entry.
 func checkEnv(name, value string) error {
 	switch {
-	case !envNameRE.MatchString(name):
+	case !envNameRE().MatchString(name):
 		return fmt.Errorf("%w: environment variable name %q: want letters, digits and _", ErrInvalidSpec, name)
-	case secretRE.MatchString(name):
+	case secretRE().MatchString(name):
 		return fmt.Errorf("%w: %w: %s looks like a credential; secrets never enter the sandbox, rename the variable if it is not one",
 			ErrInvalidSpec, ErrSecretEnv, name)
 	case reservedEnv(name):

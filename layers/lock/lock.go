@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/internal/lazyre"
 	"github.com/pylayer/pylayer/layers/pep440"
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/layers/target"
@@ -80,7 +80,7 @@ type Lock struct {
 var ErrInvalid = errors.New("invalid lock")
 
 var (
-	hexSHA256 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hexSHA256 = lazyre.New(`^[0-9a-f]{64}$`)
 )
 
 func invalid(format string, args ...any) error {
@@ -132,7 +132,7 @@ func (l *Lock) Validate() error {
 	if _, err := ParseKind(string(l.Kind)); err != nil {
 		return invalid("%v", err)
 	}
-	if l.Kind == KindExt && !hexSHA256.MatchString(l.Base) {
+	if l.Kind == KindExt && !hexSHA256().MatchString(l.Base) {
 		return invalid("an ext lock needs the key of its base (64 hex digits), got %q", l.Base)
 	}
 	if l.Kind != KindExt && l.Base != "" {
@@ -178,7 +178,7 @@ func (l *Lock) Validate() error {
 		if fv, err := pep440.Parse(fn.Version); err != nil || !fv.Equal(v) {
 			return invalid("%s: wheel %s is not version %s", where, p.Filename, p.Version)
 		}
-		if !hexSHA256.MatchString(p.SHA256) {
+		if !hexSHA256().MatchString(p.SHA256) {
 			return invalid("%s: sha256 must be 64 lowercase hex digits", where)
 		}
 		if p.Size <= 0 {
@@ -266,7 +266,7 @@ func CompiledByOf(cacheTag, magic, version string) string {
 	return cacheTag + " " + magic + " " + strings.Join(strings.Fields(version), " ")
 }
 
-var compiledByRE = regexp.MustCompile(`^(cpython-3[0-9]+) [0-9a-f]{8} [!-~]+( [!-~]+)*$`)
+var compiledByRE = lazyre.New(`^(cpython-3[0-9]+) [0-9a-f]{8} [!-~]+( [!-~]+)*$`)
 
 // checkCompiledBy checks that s is "" or CompiledByOf an interpreter of python ("3.11"):
 // .pyc from another minor version would never be loaded.
@@ -274,7 +274,7 @@ func checkCompiledBy(s, python string) error {
 	if s == "" {
 		return nil
 	}
-	m := compiledByRE.FindStringSubmatch(s)
+	m := compiledByRE().FindStringSubmatch(s)
 	if m == nil || len(s) > maxCompiledBy {
 		return invalid("compiled_by %q: want \"CACHE_TAG MAGIC SYS.VERSION\" (e.g. \"cpython-311 a70d0d0a 3.11.2 ...\"), printable ASCII, at most %d bytes", s, maxCompiledBy)
 	}

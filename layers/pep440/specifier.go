@@ -3,8 +3,9 @@ package pep440
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // ErrInvalidSpecifier is returned (wrapped) for strings that are not PEP 440
@@ -33,9 +34,9 @@ const (
 )
 
 var (
-	eqOperandRE     = regexp.MustCompile(`(?i)^` + opRelease + `(?:\.\*|` + opPre + opPost + opDev + opLocal + `)$`)
-	compatOperandRE = regexp.MustCompile(`(?i)^v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+` + opPre + opPost + opDev + `$`)
-	otherOperandRE  = regexp.MustCompile(`(?i)^` + opRelease + opPre + opPost + opDev + `$`)
+	eqOperandRE     = lazyre.New(`(?i)^` + opRelease + `(?:\.\*|` + opPre + opPost + opDev + opLocal + `)$`)
+	compatOperandRE = lazyre.New(`(?i)^v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+` + opPre + opPost + opDev + `$`)
+	otherOperandRE  = lazyre.New(`(?i)^` + opRelease + opPre + opPost + opDev + `$`)
 )
 
 // operators in the order that makes a longest-prefix match.
@@ -87,7 +88,7 @@ func parseClause(s string) (clause, error) {
 		c.v, c.vOK = tryParse(ver)
 		return c, nil
 	case "==", "!=":
-		if !eqOperandRE.MatchString(ver) {
+		if !eqOperandRE().MatchString(ver) {
 			return bad(operandHint(op, ver))
 		}
 		if strings.HasSuffix(ver, ".*") {
@@ -95,11 +96,11 @@ func parseClause(s string) (clause, error) {
 			ver = ver[:len(ver)-2]
 		}
 	case "~=":
-		if !compatOperandRE.MatchString(ver) {
+		if !compatOperandRE().MatchString(ver) {
 			return bad(operandHint(op, ver))
 		}
 	default:
-		if !otherOperandRE.MatchString(ver) {
+		if !otherOperandRE().MatchString(ver) {
 			return bad(operandHint(op, ver))
 		}
 	}
@@ -255,7 +256,7 @@ func prefixMatch(v Version, p string) bool {
 	return true
 }
 
-var prefixRE = regexp.MustCompile(`^([0-9]+)((?:a|b|c|rc)[0-9]+)$`)
+var prefixRE = lazyre.New(`^([0-9]+)((?:a|b|c|rc)[0-9]+)$`)
 
 // versionSplit is packaging 26.2's _version_split: the epoch ("0" when
 // absent), then the dot-separated parts, "1rc1" counted as "1", "rc1".
@@ -269,7 +270,7 @@ func versionSplit(s string) []string {
 	}
 	out := []string{epoch}
 	for _, item := range strings.Split(rest, ".") {
-		if m := prefixRE.FindStringSubmatch(item); m != nil {
+		if m := prefixRE().FindStringSubmatch(item); m != nil {
 			out = append(out, m[1], m[2])
 		} else {
 			out = append(out, item)

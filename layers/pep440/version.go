@@ -3,9 +3,10 @@ package pep440
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // ErrInvalidVersion is returned (wrapped) for strings that are not PEP 440
@@ -15,7 +16,7 @@ var ErrInvalidVersion = errors.New("invalid PEP 440 version")
 // versionRE is packaging 21.3's VERSION_PATTERN, anchored. Go's regexp uses
 // the same leftmost-first semantics as Python's re, so the submatches agree.
 // Surrounding whitespace is stripped before matching.
-var versionRE = regexp.MustCompile(`(?i)^v?` +
+var versionRE = lazyre.New(`(?i)^v?` +
 	`(?:(?:(?P<epoch>[0-9]+)!)?` +
 	`(?P<release>[0-9]+(?:\.[0-9]+)*)` +
 	`(?P<pre>[-_\.]?(?P<pre_l>a|b|c|rc|alpha|beta|pre|preview)[-_\.]?(?P<pre_n>[0-9]+)?)?` +
@@ -25,7 +26,7 @@ var versionRE = regexp.MustCompile(`(?i)^v?` +
 
 var reGroup = func() map[string]int {
 	m := map[string]int{}
-	for i, n := range versionRE.SubexpNames() {
+	for i, n := range versionRE().SubexpNames() {
 		if n != "" {
 			m[n] = i
 		}
@@ -62,7 +63,7 @@ func Parse(s string) (Version, error) {
 	if !isASCII(t) {
 		return Version{}, fmt.Errorf("parsing version %q: %w: only ASCII is allowed", s, ErrInvalidVersion)
 	}
-	m := versionRE.FindStringSubmatch(t)
+	m := versionRE().FindStringSubmatch(t)
 	if m == nil {
 		return Version{}, fmt.Errorf("parsing version %q: %w", s, ErrInvalidVersion)
 	}

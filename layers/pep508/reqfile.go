@@ -8,10 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/pylayer/pylayer/internal/lazyre"
 	"github.com/pylayer/pylayer/layers/pep440"
 )
 
@@ -165,16 +165,16 @@ type logicalLine struct {
 }
 
 var (
-	commentRE     = regexp.MustCompile(`(^|[\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+)#.*$`)
-	commentLineRE = regexp.MustCompile(`^[\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*#`)
-	envVarRE      = regexp.MustCompile(`\$\{[A-Z0-9_]+\}`)
+	commentRE     = lazyre.New(`(^|[\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]+)#.*$`)
+	commentLineRE = lazyre.New(`^[\t\n\v\f\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]*#`)
+	envVarRE      = lazyre.New(`\$\{[A-Z0-9_]+\}`)
 )
 
 // logicalLines applies pip's splitlines, join_lines and ignore_comments.
 func logicalLines(content string) []logicalLine {
 	var out []logicalLine
 	emit := func(n int, s string) {
-		s = pep440.TrimSpace(commentRE.ReplaceAllString(s, ""))
+		s = pep440.TrimSpace(commentRE().ReplaceAllString(s, ""))
 		if s != "" {
 			out = append(out, logicalLine{n, s})
 		}
@@ -182,7 +182,7 @@ func logicalLines(content string) []logicalLine {
 	var joined []string
 	first := 0
 	for i, line := range splitLines(content) {
-		isComment := commentLineRE.MatchString(line)
+		isComment := commentLineRE().MatchString(line)
 		if !strings.HasSuffix(line, `\`) || isComment {
 			if isComment {
 				line = " " + line
@@ -251,16 +251,16 @@ func includeTarget(line string) (string, error) {
 	} else if val == "" || len(f) != 1 {
 		return "", fmt.Errorf("%w: %s takes exactly one file name", ErrUnsupportedLine, opt)
 	}
-	if strings.ContainsAny(val, `"'`) || strings.Contains(val, "://") || envVarRE.MatchString(val) {
+	if strings.ContainsAny(val, `"'`) || strings.Contains(val, "://") || envVarRE().MatchString(val) {
 		return "", fmt.Errorf("%w: -r needs a plain local path, got %q", ErrUnsupportedLine, val)
 	}
 	return val, nil
 }
 
-var sha256RE = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
+var sha256RE = lazyre.New(`^[0-9a-fA-F]{64}$`)
 
 func requirementLine(line string) (Requirement, []string, error) {
-	if m := envVarRE.FindString(line); m != "" {
+	if m := envVarRE().FindString(line); m != "" {
 		return Requirement{}, nil, fmt.Errorf("%w: %s: environment variables are not expanded, write the value", ErrUnsupportedLine, m)
 	}
 	// pip's break_args_options: options start at the first " -" token.
@@ -287,7 +287,7 @@ func requirementLine(line string) (Requirement, []string, error) {
 			return Requirement{}, nil, fmt.Errorf("%w: per-requirement option %s is not supported (only --hash is)", ErrUnsupportedLine, tok)
 		}
 		alg, hex, _ := strings.Cut(val, ":")
-		if alg != "sha256" || !sha256RE.MatchString(hex) {
+		if alg != "sha256" || !sha256RE().MatchString(hex) {
 			return Requirement{}, nil, fmt.Errorf("%w: --hash=%s: pylayer checks sha256 only (want --hash=sha256:<64 hex digits>)", ErrUnsupportedLine, val)
 		}
 		hashes = append(hashes, strings.ToLower(hex))
@@ -331,7 +331,7 @@ func indexOption(line string) (opt, u string, ok bool, err error) {
 	} else if val == "" || len(f) != 1 {
 		return opt, "", true, fmt.Errorf("%w: %s takes exactly one URL", ErrUnsupportedLine, opt)
 	}
-	if envVarRE.MatchString(val) {
+	if envVarRE().MatchString(val) {
 		return opt, "", true, fmt.Errorf("%w: %s: environment variables are not expanded, write the URL", ErrUnsupportedLine, opt)
 	}
 	return opt, val, true, nil

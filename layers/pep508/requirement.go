@@ -1,11 +1,11 @@
 package pep508
 
 import (
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/pylayer/pylayer/internal/lazyre"
 	"github.com/pylayer/pylayer/layers/pep440"
 )
 
@@ -19,12 +19,12 @@ type Requirement struct {
 }
 
 var (
-	nameRE = regexp.MustCompile(`^[A-Za-z0-9]+(?:[-_.]+[A-Za-z0-9]+)*`)
+	nameRE = lazyre.New(`^[A-Za-z0-9]+(?:[-_.]+[A-Za-z0-9]+)*`)
 	// compatRE is the unanchored "~=" alternative of packaging's specifier
 	// regex, which pyparsing uses to find where a "~=" clause ends. Its
 	// leftmost-first match makes "~=1.0alpha1" end after "~=1.0a", so pip
 	// rejects that requirement; we do too.
-	compatRE = regexp.MustCompile(`(?i)^~=[\t\n\v\f\r\x1c-\x1f ]*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+` +
+	compatRE = lazyre.New(`(?i)^~=[\t\n\v\f\r\x1c-\x1f ]*v?(?:[0-9]+!)?[0-9]+(?:\.[0-9]+)+` +
 		`(?:[-_\.]?(?:a|b|c|rc|alpha|beta|pre|preview)[-_\.]?[0-9]*)?` +
 		`(?:(?:-[0-9]+)|(?:[-_\.]?(?:post|rev|r)[-_\.]?[0-9]*))?(?:[-_\.]?dev[-_\.]?[0-9]*)?`)
 )
@@ -42,7 +42,7 @@ func ParseRequirement(s string) (Requirement, error) {
 	}
 	var r Requirement
 	p.ws()
-	r.Name = nameRE.FindString(s[p.pos:])
+	r.Name = nameRE().FindString(s[p.pos:])
 	if r.Name == "" {
 		return r, p.errAt(p.pos, "expected a package name (letters, digits, and . - _ between them)")
 	}
@@ -114,7 +114,7 @@ func (p *parser) extras() ([]string, error) {
 			p.pos++
 			p.ws()
 		}
-		e := nameRE.FindString(p.s[p.pos:])
+		e := nameRE().FindString(p.s[p.pos:])
 		if e == "" {
 			return nil, p.errAt(p.pos, "expected an extra name")
 		}
@@ -191,7 +191,7 @@ func (p *parser) clauseLen() int {
 	rest := p.s[p.pos:]
 	switch {
 	case strings.HasPrefix(rest, "~="):
-		return len(compatRE.FindString(rest))
+		return len(compatRE().FindString(rest))
 	case strings.HasPrefix(rest, "==="):
 		return 3 + spanFunc(rest[3:], func(r rune) bool { return !pep440.IsSpace(r) && r != ';' && r != ')' }, true)
 	}

@@ -2,9 +2,10 @@ package target
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // Limits that keep platform lists small and reject implausible input.
@@ -39,7 +40,7 @@ type floor struct {
 	arch         string
 }
 
-var floorRE = regexp.MustCompile(`^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$`)
+var floorRE = lazyre.New(`^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$`)
 
 const platformWant = "want manylinux_2_N_ARCH, musllinux_1_N_ARCH or linux_ARCH"
 
@@ -80,7 +81,7 @@ func parseFloor(s string) (floor, error) {
 				ErrInvalidPlatform, s, platformWant, strings.TrimSuffix(l, "_"), v, strings.TrimPrefix(s, l))
 		}
 	}
-	m := floorRE.FindStringSubmatch(s)
+	m := floorRE().FindStringSubmatch(s)
 	if m == nil {
 		return floor{}, fmt.Errorf("%w: %q: %s", ErrInvalidPlatform, s, platformWant)
 	}
@@ -179,24 +180,24 @@ func musllinuxPlatforms(arch string, major, minor int) []string {
 	return out
 }
 
-var platformTagRE = regexp.MustCompile(`^(?:manylinux_2_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_1_[0-9]+|linux)_([a-z0-9_]+)$`)
+var platformTagRE = lazyre.New(`^(?:manylinux_2_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_1_[0-9]+|linux)_([a-z0-9_]+)$`)
 
 // platformArch returns the architecture of a Linux platform tag, or "" if s is
 // not one.
 func platformArch(s string) string {
-	m := platformTagRE.FindStringSubmatch(s)
+	m := platformTagRE().FindStringSubmatch(s)
 	if m == nil {
 		return ""
 	}
 	return m[1]
 }
 
-var glibcRE = regexp.MustCompile(`^([0-9]+)\.([0-9]+)`)
+var glibcRE = lazyre.New(`^([0-9]+)\.([0-9]+)`)
 
 // parseGlibcVersion mirrors _manylinux._parse_glibc_version: the leading
 // "major.minor", ignoring any vendor suffix; ok is false when there is none.
 func parseGlibcVersion(s string) (major, minor int, ok bool) {
-	m := glibcRE.FindStringSubmatch(s)
+	m := glibcRE().FindStringSubmatch(s)
 	if m == nil {
 		return -1, -1, false
 	}
@@ -208,7 +209,7 @@ func parseGlibcVersion(s string) (major, minor int, ok bool) {
 	return a, b, true
 }
 
-var muslVersionRE = regexp.MustCompile(`^Version ([0-9]+)\.([0-9]+)`)
+var muslVersionRE = lazyre.New(`^Version ([0-9]+)\.([0-9]+)`)
 
 // parseMuslVersion mirrors _musllinux._parse_musl_version over the stderr of
 // the musl dynamic loader.
@@ -222,7 +223,7 @@ func parseMuslVersion(output string) (major, minor int, ok bool) {
 	if len(lines) < 2 || !strings.HasPrefix(lines[0], "musl") {
 		return 0, 0, false
 	}
-	m := muslVersionRE.FindStringSubmatch(lines[1])
+	m := muslVersionRE().FindStringSubmatch(lines[1])
 	if m == nil {
 		return 0, 0, false
 	}

@@ -5,10 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // Sentinel errors; test with errors.Is.
@@ -55,8 +56,8 @@ type Target struct {
 }
 
 var (
-	pythonFlagRE = regexp.MustCompile(`^3\.([0-9]+)(?:\.([0-9]+))?$`)
-	pythonFullRE = regexp.MustCompile(`^3\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?\+?$`)
+	pythonFlagRE = lazyre.New(`^3\.([0-9]+)(?:\.([0-9]+))?$`)
+	pythonFullRE = lazyre.New(`^3\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?\+?$`)
 )
 
 // FromFlags builds a Target from a python version ("3.11" or "3.11.7") and a
@@ -66,7 +67,7 @@ var (
 // empty. A manylinux or musllinux floor expands to every older compatible
 // platform tag, as pip does on such a system; linux_ARCH stays alone.
 func FromFlags(python, platform string) (Target, error) {
-	m := pythonFlagRE.FindStringSubmatch(python)
+	m := pythonFlagRE().FindStringSubmatch(python)
 	if m == nil {
 		return Target{}, fmt.Errorf("--python: %w %q: want 3.MINOR or 3.MINOR.PATCH, e.g. 3.11", ErrInvalidPython, python)
 	}
@@ -130,7 +131,7 @@ func (t Target) Validate() error {
 	if !ok {
 		return fmt.Errorf("%w: python %q: want 3.MINOR with 3.%d <= version <= 3.%d", ErrInvalidPython, t.Python, MinMinor, MaxMinor)
 	}
-	if m := pythonFullRE.FindStringSubmatch(t.PythonFull); m == nil || m[1] != strconv.Itoa(minor) {
+	if m := pythonFullRE().FindStringSubmatch(t.PythonFull); m == nil || m[1] != strconv.Itoa(minor) {
 		return fmt.Errorf("%w: python_full %q does not extend python %q", ErrInvalidPython, t.PythonFull, t.Python)
 	}
 	if t.Implementation != "cp" {

@@ -3,8 +3,9 @@ package wheel
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // ErrBadFilename reports a wheel filename that does not follow
@@ -19,10 +20,10 @@ type Filename struct {
 }
 
 var (
-	nameRE    = regexp.MustCompile(`^[A-Za-z0-9._]+$`)
-	versionRE = regexp.MustCompile(`^[A-Za-z0-9._+!]+$`)
-	buildRE   = regexp.MustCompile(`^[0-9][A-Za-z0-9._]*$`)
-	tagRE     = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	nameRE    = lazyre.New(`^[A-Za-z0-9._]+$`)
+	versionRE = lazyre.New(`^[A-Za-z0-9._+!]+$`)
+	buildRE   = lazyre.New(`^[0-9][A-Za-z0-9._]*$`)
+	tagRE     = lazyre.New(`^[A-Za-z0-9_]+$`)
 )
 
 // ParseFilename parses a wheel file name (a base name, not a path).
@@ -44,23 +45,23 @@ func ParseFilename(s string) (Filename, error) {
 		f.Name, f.Version = parts[0], parts[1]
 	case 6:
 		f.Name, f.Version, f.Build = parts[0], parts[1], parts[2]
-		if !buildRE.MatchString(f.Build) {
+		if !buildRE().MatchString(f.Build) {
 			return bad("build tag " + quoteOrEmpty(f.Build) + " must start with a digit and use only [A-Za-z0-9._]")
 		}
 	default:
 		return bad(fmt.Sprintf("has %d dash-separated parts, want 5 or 6", len(parts)))
 	}
-	if !nameRE.MatchString(f.Name) {
+	if !nameRE().MatchString(f.Name) {
 		return bad("name " + quoteOrEmpty(f.Name) + " must be non-empty [A-Za-z0-9._]")
 	}
-	if !versionRE.MatchString(f.Version) {
+	if !versionRE().MatchString(f.Version) {
 		return bad("version " + quoteOrEmpty(f.Version) + " must be non-empty [A-Za-z0-9._+!]")
 	}
 	tags := parts[len(parts)-3:]
 	sets := [3]*[]string{&f.Python, &f.ABI, &f.Platform}
 	for i, t := range tags {
 		for _, c := range strings.Split(t, ".") {
-			if !tagRE.MatchString(c) {
+			if !tagRE().MatchString(c) {
 				return bad("tag " + quoteOrEmpty(t) + " has an empty or invalid component")
 			}
 			*sets[i] = append(*sets[i], c)
@@ -84,12 +85,12 @@ func (f Filename) String() string {
 // Project is the PEP 503 normalized project name.
 func (f Filename) Project() string { return NormalizeName(f.Name) }
 
-var nameSepRE = regexp.MustCompile(`[-_.]+`)
+var nameSepRE = lazyre.New(`[-_.]+`)
 
 // NormalizeName is the PEP 503 normalized form of a project name: lower case, runs of
 // "-", "_" and "." replaced by one "-".
 func NormalizeName(name string) string {
-	return strings.ToLower(nameSepRE.ReplaceAllString(name, "-"))
+	return strings.ToLower(nameSepRE().ReplaceAllString(name, "-"))
 }
 
 // TagTriples expands the compressed tag sets into every python-abi-platform triple, in

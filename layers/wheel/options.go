@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // Sentinel errors of Install; match them with errors.Is. Messages name the member.
@@ -57,7 +58,7 @@ type InstallOptions struct {
 	MaxFiles                    int
 }
 
-var pyVersionRE = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+var pyVersionRE = lazyre.New(`^[0-9]+\.[0-9]+$`)
 
 // withDefaults fills in defaults and rejects options that cannot be honoured.
 func (o InstallOptions) withDefaults() (InstallOptions, error) {
@@ -81,7 +82,7 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 		return o, fmt.Errorf("invalid ScriptShebang %q: want one line like %q", o.ScriptShebang, DefaultScriptShebang)
 	case !path.IsAbs(o.SitePackagesDir) || path.Clean(o.SitePackagesDir) != o.SitePackagesDir || strings.ContainsAny(o.SitePackagesDir, "\r\n\x00"):
 		return o, fmt.Errorf("invalid SitePackagesDir %q: want a clean absolute path like %q", o.SitePackagesDir, DefaultSitePackagesDir)
-	case o.PythonVersion != "" && !pyVersionRE.MatchString(o.PythonVersion):
+	case o.PythonVersion != "" && !pyVersionRE().MatchString(o.PythonVersion):
 		return o, fmt.Errorf("invalid PythonVersion %q: want X.Y like 3.11", o.PythonVersion)
 	case o.MaxFileBytes < 0 || o.MaxTotalBytes < 0 || o.MaxFiles < 0:
 		return o, fmt.Errorf("negative install limits (file %d, total %d, files %d)", o.MaxFileBytes, o.MaxTotalBytes, o.MaxFiles)

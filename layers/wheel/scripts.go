@@ -9,6 +9,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // entryPoint is one console_scripts or gui_scripts entry.
@@ -97,18 +99,18 @@ func parseEntryPoints(b []byte) (*entryPoints, error) {
 
 var (
 	// scriptNameRE is distlib's entry name, (\w|[-.+])+, with Python's Unicode \w.
-	scriptNameRE = regexp.MustCompile(`^[\p{L}\p{N}_.+-]+$`)
+	scriptNameRE = lazyre.New(`^[\p{L}\p{N}_.+-]+$`)
 	// callableRE is distlib's callable with exactly one ":" (pip requires the
 	// callable suffix) and optional extras in brackets.
-	callableRE = regexp.MustCompile(`^([\p{L}\p{N}_]+(?:\.[\p{L}\p{N}_]+)*):([\p{L}\p{N}_]+(?:\.[\p{L}\p{N}_]+)*)` +
+	callableRE = lazyre.New(`^([\p{L}\p{N}_]+(?:\.[\p{L}\p{N}_]+)*):([\p{L}\p{N}_]+(?:\.[\p{L}\p{N}_]+)*)` +
 		`\s*(?:\[\s*[\p{L}\p{N}_-]+(?:=[\p{L}\p{N}_]+)?(?:,\s*[\p{L}\p{N}_]+(?:=[\p{L}\p{N}_]+)?)*\s*\])?$`)
 )
 
 func (ep entryPoint) check() error {
-	if !scriptNameRE.MatchString(ep.name) || ep.name == "." || ep.name == ".." || len(ep.name) > 255 {
+	if !scriptNameRE().MatchString(ep.name) || ep.name == "." || ep.name == ".." || len(ep.name) > 255 {
 		return fmt.Errorf("%w: entry point name %q is not a safe script name", ErrBadWheel, ep.name)
 	}
-	if !callableRE.MatchString(ep.value) {
+	if !callableRE().MatchString(ep.value) {
 		return fmt.Errorf("%w: entry point %s = %q: want module.path:callable.path [extras]", ErrBadWheel, ep.name, ep.value)
 	}
 	return nil
@@ -119,7 +121,7 @@ type script struct{ name, body string }
 
 // scriptText is distlib's SCRIPT_TEMPLATE as pip 23.2 fills it.
 func scriptText(value string) string {
-	m := callableRE.FindStringSubmatch(value)
+	m := callableRE().FindStringSubmatch(value)
 	module, fn := m[1], m[2]
 	importName, _, _ := strings.Cut(fn, ".")
 	return "# -*- coding: utf-8 -*-\n" +
@@ -132,8 +134,8 @@ func scriptText(value string) string {
 }
 
 var (
-	versionedPipRE = regexp.MustCompile(`^pip(\d+(\.\d+)?)?$`)
-	versionedEIRE  = regexp.MustCompile(`^easy_install(-\d+\.\d+)?$`)
+	versionedPipRE = lazyre.New(`^pip(\d+(\.\d+)?)?$`)
+	versionedEIRE  = lazyre.New(`^easy_install(-\d+\.\d+)?$`)
 )
 
 // scripts lists the scripts pip generates for eps: console scripts (with pip's special
@@ -167,10 +169,10 @@ func (eps *entryPoints) scripts(pyVersion string) []script {
 	}
 	if pyVersion != "" {
 		major, _, _ := strings.Cut(pyVersion, ".")
-		if v, ok := take("pip", versionedPipRE); ok {
+		if v, ok := take("pip", versionedPipRE()); ok {
 			specs = append(specs, entryPoint{"pip", v}, entryPoint{"pip" + major, v}, entryPoint{"pip" + pyVersion, v})
 		}
-		if v, ok := take("easy_install", versionedEIRE); ok {
+		if v, ok := take("easy_install", versionedEIRE()); ok {
 			specs = append(specs, entryPoint{"easy_install", v}, entryPoint{"easy_install-" + pyVersion, v})
 		}
 	}
