@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/registry/cache"
@@ -30,6 +32,7 @@ func New() *cobra.Command {
 		Short:         "Python environments as signed, content-addressed OCI layers for sandboxed sessions",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       Version(),
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			level := slog.LevelInfo
 			if g.verbose {
@@ -46,6 +49,32 @@ func New() *cobra.Command {
 		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g), newRunCmd(g), newEnsureCmd(g), newInterpreterCmd(g),
 		newServeCmd(g), newTokenCmd(g), newExportCmd(g))
 	return root
+}
+
+// Version is pylayer's version: the module version it was built as (a release tag, or
+// "(devel)" from a checkout), with the commit and whether the tree was modified when the
+// build recorded them.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "+dirty"
+			}
+		}
+	}
+	if rev != "" {
+		v += " (" + rev[:min(12, len(rev))] + dirty + ")"
+	}
+	return v + " " + bi.GoVersion + " " + runtime.GOOS + "/" + runtime.GOARCH
 }
 
 // cacheDir is --cache, else $PYLAYER_CACHE, else cache.DefaultDir.
@@ -75,6 +104,11 @@ func (g *globals) print(w io.Writer, v any, text string) error {
 // command's own (it already said why it failed), 1 for an error, which it prints to stderr:
 // as text, or with --json as {"error": ..., "hint": ...}.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 1 && args[0] == "--version" {
+		// Answered before the command tree is built: scripts call this to probe for pylayer.
+		fmt.Fprintln(stdout, "pylayer version "+Version())
+		return 0
+	}
 	root := New()
 	root.SetArgs(args)
 	root.SetOut(stdout)
