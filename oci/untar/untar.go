@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -106,12 +107,13 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 			os.RemoveAll(dst)
 		}
 	}()
-	root, err := os.OpenRoot(dst)
+	t, err := openTree(dst)
 	if err != nil {
 		return nil, fmt.Errorf("opening the directory to unpack into: %w", err)
 	}
-	defer root.Close()
-	x := &extractor{root: root, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{}}
+	defer t.close() // before the RemoveAll above
+	x := &extractor{tree: t, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{},
+		buf: make([]byte, copyBuffer), h: sha256.New()}
 	if x.o.What == "" {
 		x.o.What = "archive"
 	}
@@ -156,8 +158,32 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 	return x.out, nil
 }
 
+// tree makes what an archive holds below the directory being unpacked into.
+// The extractor names only clean relative paths whose parents it made as
+// directories, so an implementation never resolves anything through a symlink.
+type tree interface {
+	mkdir(name string) error // mode 0755
+	symlink(target, name string) error
+	link(oldname, newname string) error
+	create(name string) (file, error) // a new regular file, mode 0600 until finished
+	close()
+}
+
+// file is a regular file being written.
+type file interface {
+	io.Writer
+	finish(mode fs.FileMode) error // sets the final mode and closes
+	abort()                        // closes; Extract removes everything on error
+}
+
+// copyBuffer is the size of the one buffer an extraction copies file content
+// through.
+const copyBuffer = 256 << 10
+
 type extractor struct {
-	root  *os.Root
+	tree  tree
+	buf   []byte    // file content passes through it
+	h     hash.Hash // sha256, reset for every file
 	o     Options
 	made  map[string]Kind // every path made, named by an entry or implied
 	named map[string]bool // paths named by an entry
@@ -337,7 +363,7 @@ func (x *extractor) parents(raw, name string) error {
 }
 
 func (x *extractor) mkdir(raw, name string) error {
-	if err := x.root.Mkdir(name, 0o755); err != nil {
+	if err := x.tree.mkdir(name); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
 	x.made[name] = Dir
@@ -349,7 +375,7 @@ func (x *extractor) symlink(raw, name, target string) error {
 	if err := oci.CheckSymlink(name, target); err != nil {
 		return x.unsafe(raw, "%v", err)
 	}
-	if err := x.root.Symlink(target, name); err != nil {
+	if err := x.tree.symlink(target, name); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
 	x.made[name] = Symlink
@@ -369,7 +395,7 @@ func (x *extractor) hardlink(raw, name, target string) error {
 	if !ok {
 		return x.unsafe(raw, "hardlink to %q, which is not a regular file unpacked before it", target)
 	}
-	if err := x.root.Link(old, name); err != nil {
+	if err := x.tree.link(old, name); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
 	e := x.out[i]
@@ -397,34 +423,63 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 	if x.o.ReadOnly {
 		mode &^= 0o200
 	}
-	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := x.tree.create(name)
 	if err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
-	h := sha256.New()
-	n, err := io.CopyN(io.MultiWriter(f, h), tr, limit+1)
-	if err != nil && err != io.EOF {
-		f.Close()
+	n, err := x.copy(f, tr, limit+1)
+	if err != nil {
+		f.abort()
+		var we *writeError
+		if errors.As(err, &we) {
+			return fmt.Errorf("unpacking %q: %w", raw, we.err)
+		}
 		return x.unsafe(raw, "reading its content: %v", err)
 	}
 	if n > limit { // only if the reader yields more than the header said
-		f.Close()
+		f.abort()
 		return x.tooLarge(raw, "more than %d bytes", limit)
 	}
 	if n != hdr.Size {
-		f.Close()
+		f.abort()
 		return x.unsafe(raw, "header says %d bytes, the archive holds %d", hdr.Size, n)
 	}
 	x.total += n
-	err = f.Chmod(mode) // not OpenFile's mode: the umask may have narrowed it
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := f.finish(mode); err != nil { // not create's mode: the umask may have narrowed it
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
 	x.made[name] = File
 	x.files[name] = len(x.out)
-	x.out = append(x.out, Entry{Path: name, Kind: File, Mode: mode, Size: n, SHA256: hex.EncodeToString(h.Sum(nil))})
+	x.out = append(x.out, Entry{Path: name, Kind: File, Mode: mode, Size: n, SHA256: hex.EncodeToString(x.h.Sum(nil))})
 	return nil
+}
+
+// writeError is a failure to write what was read: the file system's, not the archive's.
+type writeError struct{ err error }
+
+func (e *writeError) Error() string { return e.err.Error() }
+
+// copy writes up to max bytes of r to f through x.buf, hashing them into x.h
+// (reset first), and returns how many it read.
+func (x *extractor) copy(f io.Writer, r io.Reader, max int64) (int64, error) {
+	x.h.Reset()
+	var n int64
+	for n < max {
+		b := x.buf[:min(int64(len(x.buf)), max-n)]
+		k, err := r.Read(b)
+		if k > 0 {
+			x.h.Write(b[:k])
+			if _, werr := f.Write(b[:k]); werr != nil {
+				return n, &writeError{werr}
+			}
+			n += int64(k)
+		}
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
