@@ -145,12 +145,23 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 	}
 	var skipped []string
 	if o.Interpreter != "" && len(p.pySrcs) > 0 {
-		pycs, skip, err := compile(ctx, tmp, p.pySrcs, o)
+		site, err := filepath.Abs(filepath.Join(tmp, "site-packages")) // the interpreter runs elsewhere
 		if err != nil {
 			return nil, err
 		}
-		for _, c := range pycs {
-			known[c] = 0o644
+		c := o.Compiler
+		if c == nil {
+			if c, err = NewCompiler(ctx, o.Interpreter, 1); err != nil {
+				return nil, err
+			}
+			defer c.Close()
+		}
+		pycs, skip, err := c.compile(ctx, site, o.SitePackagesDir, p.pySrcs)
+		if err != nil {
+			return nil, err
+		}
+		for _, pyc := range pycs {
+			known[pyc] = 0o644
 		}
 		skipped = skip
 	}

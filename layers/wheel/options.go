@@ -40,8 +40,12 @@ type InstallOptions struct {
 	// DefaultScriptShebang. It replaces a "#!python" line of .data/scripts.
 	ScriptShebang string
 	// Interpreter is a host path of the target python3 used to compile .pyc files;
-	// "" compiles nothing.
+	// "" compiles nothing (unless Compiler is set).
 	Interpreter string
+	// Compiler, when set, compiles the .pyc in its processes (Interpreter must then be ""
+	// or Compiler's interpreter). Installs running at the same time should share one, so
+	// that they share a few interpreter processes instead of starting one each.
+	Compiler *Compiler
 	// SitePackagesDir is the in-sandbox path of site-packages, the prefix of the
 	// co_filename of compiled code; default DefaultSitePackagesDir.
 	SitePackagesDir string
@@ -76,6 +80,12 @@ func (o InstallOptions) withDefaults() (InstallOptions, error) {
 	}
 	if o.MaxFiles == 0 {
 		o.MaxFiles = DefaultMaxFiles
+	}
+	if o.Compiler != nil {
+		if o.Interpreter != "" && o.Interpreter != o.Compiler.Interpreter() {
+			return o, fmt.Errorf("the Compiler runs %s, Interpreter says %s: give one of them", o.Compiler.Interpreter(), o.Interpreter)
+		}
+		o.Interpreter = o.Compiler.Interpreter()
 	}
 	switch {
 	case !strings.HasPrefix(o.ScriptShebang, "#!/") || strings.ContainsAny(o.ScriptShebang, "\r\n\x00"):

@@ -1,0 +1,300 @@
+package wheel
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/test/fixture"
+)
+
+// compileGroup is the .py files of one wheel's site-packages.
+type compileGroup struct {
+	name  string
+	files map[string]string // path relative to site-packages: source
+}
+
+func (g compileGroup) srcs() []string {
+	var s []string
+	for p := range g.files {
+		s = append(s, p)
+	}
+	slices.Sort(s)
+	return s
+}
+
+// traps are wheels whose .pyc bytes depend on what the compiling process did before:
+// single-character strings that are not ASCII names are process-wide singletons, marked
+// interned once anything interns them, and marshal writes that mark.
+func traps() []compileGroup {
+	filler := func(g compileGroup, n int) compileGroup {
+		for i := range n {
+			g.files[fmt.Sprintf("%s/m%02d.py", g.name, i)] = fmt.Sprintf("def f%d(x):\n    return x + %d\n", i, i)
+		}
+		return g
+	}
+	return []compileGroup{
+		// After the process wrote JSON, the json encoder had interned these.
+		filler(compileGroup{"braces", map[string]string{"braces/z.py": "B = ['{', '}', '[', ']', ' ', ',', ':']\n"}}, 2*chunkFiles),
+		// An identifier interns a Latin-1 letter for every file compiled after it: in a
+		// fresh process per wheel, z.py sees é interned by a.py, even from another chunk.
+		filler(compileGroup{"letters", map[string]string{
+			"letters/a.py": "é = 1\n",
+			"letters/z.py": "E = 'é'\nF = 'ñ'\n",
+		}}, 2*chunkFiles),
+		// ... and in a fresh process, this one does not.
+		{"letters2", map[string]string{"letters2/z.py": "E = 'é'\nG = ('é', 'ø')\n"}},
+		// A coding cookie imports a codec module.
+		{"cookie", map[string]string{"cookie/c.py": "# -*- coding: cp1252 -*-\nS = '\xe9'\nT = ('\xa7', '\xb6')\n"}},
+		{"py2", map[string]string{"py2/old.py": "print 'x'\n", "py2/new.py": "X = {1, 2, 3}\n"}},
+	}
+}
+
+// writeGroups writes every group under its own root in a new directory.
+func writeGroups(t *testing.T, groups []compileGroup) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, g := range groups {
+		for p, src := range g.files {
+			f := filepath.Join(dir, g.name, p)
+			if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// stdlibGroups are a few packages of interp's standard library, as wheels.
+func stdlibGroups(t *testing.T, interp string) []compileGroup {
+	t.Helper()
+	stdlib := strings.TrimSpace(string(runPython(t, interp, nil, `import sysconfig; print(sysconfig.get_paths()["stdlib"])`)))
+	var groups []compileGroup
+	for _, pkg := range []string{"json", "email", "html", "http", "encodings"} {
+		g := compileGroup{pkg, map[string]string{}}
+		err := filepath.WalkDir(filepath.Join(stdlib, pkg), func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(p, ".py") {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			rel, _ := filepath.Rel(stdlib, p)
+			g.files[filepath.ToSlash(rel)] = string(b)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+type compiled struct {
+	pycs, skipped []string
+	bytes         map[string][]byte
+}
+
+func readCompiled(t *testing.T, site string, pycs, skipped []string) compiled {
+	t.Helper()
+	c := compiled{pycs: pycs, skipped: skipped, bytes: map[string][]byte{}}
+	for _, p := range pycs {
+		b, err := os.ReadFile(filepath.Join(site, strings.TrimPrefix(p, "site-packages/")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.bytes[p] = b
+	}
+	return c
+}
+
+// TestCompilerMatchesFreshProcesses: a shared Compiler, wheels compiled at the same time
+// on two processes or one after another on one, writes the bytes of one fresh process
+// per wheel, and reports the same files compiled and skipped in the same order.
+func TestCompilerMatchesFreshProcesses(t *testing.T) {
+	interp := compileInterpreter(t)
+	ctx := context.Background()
+	groups := append(traps(), stdlibGroups(t, interp)...)
+
+	fresh := map[string]compiled{}
+	dir := writeGroups(t, groups)
+	for _, g := range groups {
+		site := filepath.Join(dir, g.name)
+		pycs, skipped, err := compileOnce(ctx, interp, "", site, DefaultSitePackagesDir, g.srcs())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh[g.name] = readCompiled(t, site, pycs, skipped)
+	}
+	if got := fresh["py2"].skipped; !slices.Equal(got, []string{"py2/old.py"}) {
+		t.Fatalf("skipped %v, want py2/old.py", got)
+	}
+
+	for _, procs := range []int{2, 1} {
+		t.Run(fmt.Sprintf("procs=%d", procs), func(t *testing.T) {
+			c, err := NewCompiler(ctx, interp, procs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := writeGroups(t, groups)
+			got := make([]compiled, len(groups))
+			var wg sync.WaitGroup
+			for i, g := range groups {
+				run := func() {
+					site := filepath.Join(dir, g.name)
+					pycs, skipped, err := c.compile(ctx, site, DefaultSitePackagesDir, g.srcs())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[i] = readCompiled(t, site, pycs, skipped)
+				}
+				if procs == 1 {
+					run() // in order: letters2 right after letters, on the same process
+					continue
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); run() }()
+			}
+			wg.Wait()
+			if err := c.Close(); err != nil {
+				t.Error(err)
+			}
+			for i, g := range groups {
+				want := fresh[g.name]
+				if !slices.Equal(got[i].pycs, want.pycs) || !slices.Equal(got[i].skipped, want.skipped) {
+					t.Errorf("%s: compiled %v skipped %v, a fresh process %v %v", g.name, got[i].pycs, got[i].skipped, want.pycs, want.skipped)
+				}
+				for p, b := range want.bytes {
+					if !bytes.Equal(got[i].bytes[p], b) {
+						t.Errorf("%s: %s differs from a fresh process's", g.name, p)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestCompilerInstallsShareOne: Installs sharing a Compiler at the same time give the
+// trees they give alone.
+func TestCompilerInstallsShareOne(t *testing.T) {
+	interp := compileInterpreter(t)
+	var whls []string
+	for i := range 4 {
+		w := pycWheel()
+		for j := range (i + 1) * chunkFiles {
+			w.Files = append(w.Files, fixture.File{Path: fmt.Sprintf("py2files/gen%02d.py", j), Data: fmt.Appendf(nil, "V = {%d, %d, 'a', 'é'}\n", i, j)})
+		}
+		whls = append(whls, writeWheel(t, w))
+	}
+	c, err := NewCompiler(t.Context(), interp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	shared := make([]string, len(whls))
+	var wg sync.WaitGroup
+	for i, whl := range whls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dest := filepath.Join(t.TempDir(), "tree")
+			if _, err := Install(t.Context(), whl, dest, InstallOptions{Compiler: c}); err != nil {
+				t.Error(err)
+			}
+			shared[i] = dest
+		}()
+	}
+	wg.Wait()
+	for i, whl := range whls {
+		alone, _ := installT(t, whl, InstallOptions{Interpreter: interp})
+		want, got := readTree(t, alone), readTree(t, shared[i])
+		if !slices.Equal(keys(got), keys(want)) {
+			t.Fatalf("%s: files %v, alone %v", whl, keys(got), keys(want))
+		}
+		for p, f := range want {
+			if !bytes.Equal(got[p].data, f.data) {
+				t.Errorf("%s: %s differs from an install alone", filepath.Base(whl), p)
+			}
+		}
+	}
+	if _, err := Install(t.Context(), whls[0], filepath.Join(t.TempDir(), "tree"), InstallOptions{Compiler: c, Interpreter: "/other/python3"}); err == nil {
+		t.Error("a Compiler of one interpreter with Interpreter naming another: no error")
+	}
+}
+
+// TestCompilerCanceled: a compile canceled while its requests run returns ctx's error
+// and kills the processes they ran on; the Compiler starts others for the next compile,
+// and Close ends every process.
+func TestCompilerCanceled(t *testing.T) {
+	interp := compileInterpreter(t)
+	c, err := NewCompiler(t.Context(), interp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := compileGroup{"slow", map[string]string{}}
+	for i := range 8 * chunkFiles {
+		g.files[fmt.Sprintf("slow/m%02d.py", i)] = strings.Repeat("x = [1, 2, 3]\n", 5000)
+	}
+	dir := writeGroups(t, []compileGroup{g})
+	site := filepath.Join(dir, "slow")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := c.compile(ctx, site, DefaultSitePackagesDir, g.srcs())
+		done <- err
+	}()
+	for { // until the first .pyc is written: requests are running
+		if m, _ := filepath.Glob(filepath.Join(site, "slow", "__pycache__", "*.pyc")); len(m) > 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled compile: %v", err)
+	}
+	pycs, _, err := c.compile(t.Context(), site, DefaultSitePackagesDir, g.srcs())
+	if err != nil || len(pycs) != len(g.files) {
+		t.Fatalf("compile after a cancel: %d .pyc, %v", len(pycs), err)
+	}
+	c.mu.Lock()
+	var live []*worker
+	for w := range c.live {
+		live = append(live, w)
+	}
+	c.mu.Unlock()
+	if len(live) == 0 || len(live) > 2 {
+		t.Errorf("%d processes live, want 1 or 2", len(live))
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range live {
+		if w.cmd.ProcessState == nil {
+			t.Errorf("process %d still running after Close", w.cmd.Process.Pid)
+		}
+	}
+}
+
+func TestCompilerShared(t *testing.T) {
+	for hello, want := range map[string]bool{
+		"cpython 3 11\n": true, "cpython 3 13\n": true, "cpython 4 0\n": true,
+		"cpython 3 10\n": false, "pypy 3 11\n": false, "": false, "garbage\n": false,
+	} {
+		if got := (&Compiler{}).shared([]byte(hello)); got != want {
+			t.Errorf("shared(%q) = %v, want %v", hello, got, want)
+		}
+	}
+}
