@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/build"
@@ -35,24 +32,17 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 	if err != nil {
 		return Artifact{}, err
 	}
-	trees, err := b.Trees(ctx, l)
+	// Each tree is packed as soon as it is installed, while the others install.
+	blobs := make([]LayerBlob, len(l.Packages))
+	err = b.EachTree(ctx, l, func(ctx context.Context, i int, t build.Tree) error {
+		lb, err := treeBlob(ctx, filepath.Join(b.Root, "blobs"), t)
+		if err != nil {
+			return fmt.Errorf("packing %s: %w", t.Package.Filename, err)
+		}
+		blobs[i] = lb
+		return nil
+	})
 	if err != nil {
-		return Artifact{}, err
-	}
-	blobs := make([]LayerBlob, len(trees))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(runtime.GOMAXPROCS(0))
-	for i, t := range trees {
-		g.Go(func() error {
-			lb, err := treeBlob(gctx, filepath.Join(b.Root, "blobs"), t)
-			if err != nil {
-				return fmt.Errorf("packing %s: %w", t.Package.Filename, err)
-			}
-			blobs[i] = lb
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
 		return Artifact{}, err
 	}
 	ann := map[string]string{

@@ -13,8 +13,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
 
@@ -68,27 +70,143 @@ type Tree struct {
 
 // Trees installs every package of l (in parallel) and returns their trees in lock order.
 func (b *Builder) Trees(ctx context.Context, l *lock.Lock) ([]Tree, error) {
+	out := make([]Tree, len(l.Packages))
+	err := b.EachTree(ctx, l, func(_ context.Context, i int, t Tree) error {
+		out[i] = t
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// downloads bounds the wheels one EachTree fetches at a time.
+const downloads = 8
+
+// EachTree installs every package of l, as Trees does, and calls fn with each tree and
+// its index in l.Packages as soon as that tree is ready, while the others install: fn
+// runs in the worker that made the tree (so fn must be safe for concurrent use) and its
+// work counts against Options.Jobs like an install's. The first error, of an install or
+// of fn, cancels the rest and is returned.
+//
+// The wheels missing from the wheelhouse are all fetched at once (a few at a time);
+// trees are installed Jobs at a time, the biggest wheel that is at hand first, so that
+// the longest jobs do not come last; their .pyc are compiled by one wheel.Compiler that
+// they share, started with the first fetch.
+func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx context.Context, i int, t Tree) error) error {
 	jobs := b.Options.Jobs
 	if jobs <= 0 {
 		jobs = runtime.GOMAXPROCS(0)
 	}
-	out := make([]Tree, len(l.Packages))
-	g, ctx := errgroup.WithContext(ctx)
-	g.SetLimit(jobs)
+	opts, id, err := b.installOptions(ctx, l.Target.Python)
+	if err != nil {
+		return err
+	}
+	n := len(l.Packages)
+	trees := make([]Tree, n)
+	var missing []int
 	for i, p := range l.Packages {
+		trees[i] = b.treeOf(p, id)
+		if _, err := os.Stat(trees[i].Dir); err != nil {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 && opts.Interpreter != "" {
+		c, err := wheel.NewCompiler(ctx, opts.Interpreter, jobs)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		opts.Compiler = c
+	}
+
+	g, ctx := errgroup.WithContext(ctx)
+	q := newQueue(l.Packages)
+	whl := make([]string, n) // the wheel of each missing tree, once fetched
+	for i := range trees {
+		if !slices.Contains(missing, i) {
+			q.push(i)
+		}
+	}
+	fetching := make(chan struct{}, downloads)
+	for _, i := range missing {
 		g.Go(func() error {
-			t, err := b.Tree(ctx, p, l.Target.Python)
-			if err != nil {
-				return fmt.Errorf("%s: %w", p.Filename, err)
+			select {
+			case fetching <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			out[i] = t
+			w, err := b.Wheel(ctx, l.Packages[i])
+			<-fetching
+			if err != nil {
+				return fmt.Errorf("%s: %w", l.Packages[i].Filename, err)
+			}
+			whl[i] = w
+			q.push(i)
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return nil, err // the first failure; the others were canceled
+	var taken atomic.Int64
+	for range min(jobs, n) {
+		g.Go(func() error {
+			for taken.Add(1) <= int64(n) {
+				i, err := q.pop(ctx)
+				if err != nil {
+					return err
+				}
+				t := trees[i]
+				if whl[i] != "" { // read after pop: the push happened before
+					if err := b.install(ctx, t, whl[i], opts); err != nil {
+						return fmt.Errorf("%s: %w", t.Package.Filename, err)
+					}
+				}
+				if err := fn(ctx, i, t); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
-	return out, nil
+	return g.Wait() // the first failure; the others were canceled
+}
+
+// queue hands out the packages whose wheels are at hand, the biggest first.
+type queue struct {
+	pkgs  []lock.Package
+	ready chan struct{} // one token per package pushed
+	mu    sync.Mutex
+	at    []int // pushed, not yet popped
+}
+
+func newQueue(pkgs []lock.Package) *queue {
+	return &queue{pkgs: pkgs, ready: make(chan struct{}, len(pkgs))}
+}
+
+func (q *queue) push(i int) {
+	q.mu.Lock()
+	q.at = append(q.at, i)
+	q.mu.Unlock()
+	q.ready <- struct{}{}
+}
+
+func (q *queue) pop(ctx context.Context) (int, error) {
+	select {
+	case <-q.ready:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	best := 0
+	for k, i := range q.at {
+		if q.pkgs[i].Size > q.pkgs[q.at[best]].Size {
+			best = k
+		}
+	}
+	i := q.at[best]
+	q.at = slices.Delete(q.at, best, best+1)
+	return i, nil
 }
 
 // Tree returns the installed tree of one package for a target's python ("3.11"),
@@ -98,36 +216,48 @@ func (b *Builder) Tree(ctx context.Context, p lock.Package, python string) (Tree
 	if err != nil {
 		return Tree{}, err
 	}
-	key := treeKey(p.SHA256, id)
-	dir := filepath.Join(b.Root, "trees", key)
-	t := Tree{Package: p, Dir: dir, Key: key}
-	if _, err := os.Stat(dir); err == nil {
+	t := b.treeOf(p, id)
+	if _, err := os.Stat(t.Dir); err == nil {
 		return t, nil // trees are renamed into place whole: present means complete
 	}
 	whl, err := b.Wheel(ctx, p)
 	if err != nil {
 		return Tree{}, err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return Tree{}, err
+	return t, b.install(ctx, t, whl, opts)
+}
+
+// treeOf is where the tree of p installed with the options identified by optsID lives.
+func (b *Builder) treeOf(p lock.Package, optsID string) Tree {
+	key := treeKey(p.SHA256, optsID)
+	return Tree{Package: p, Dir: filepath.Join(b.Root, "trees", key), Key: key}
+}
+
+// install installs wheel whl as tree t, unless another process did first.
+func (b *Builder) install(ctx context.Context, t Tree, whl string, opts wheel.InstallOptions) error {
+	if _, err := os.Stat(t.Dir); err == nil {
+		return nil
 	}
-	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".tmp-"+key[:16]+"-")
+	if err := os.MkdirAll(filepath.Dir(t.Dir), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(t.Dir), ".tmp-"+t.Key[:16]+"-")
 	if err != nil {
-		return Tree{}, err
+		return err
 	}
 	defer os.RemoveAll(tmp)
 	inst := filepath.Join(tmp, "tree")
 	if _, err := wheel.Install(ctx, whl, inst, opts); err != nil {
-		return Tree{}, fmt.Errorf("installing %s: %w", p.Filename, err)
+		return fmt.Errorf("installing %s: %w", t.Package.Filename, err)
 	}
-	if err := os.Rename(inst, dir); err != nil {
-		if _, statErr := os.Stat(dir); statErr == nil {
-			return t, nil // another process finished the same tree first
+	if err := os.Rename(inst, t.Dir); err != nil {
+		if _, statErr := os.Stat(t.Dir); statErr == nil {
+			return nil // another process finished the same tree first
 		}
-		return Tree{}, fmt.Errorf("publishing tree of %s: %w", p.Filename, err)
+		return fmt.Errorf("publishing tree of %s: %w", t.Package.Filename, err)
 	}
-	logctx.From(ctx).Debug("installed", "wheel", p.Filename, "tree", dir)
-	return t, nil
+	logctx.From(ctx).Debug("installed", "wheel", t.Package.Filename, "tree", t.Dir)
+	return nil
 }
 
 // Wheel returns the path of the package's wheel in the wheelhouse, downloading it (hash

@@ -1,11 +1,16 @@
 package build
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,8 +18,10 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/pylayer/pylayer/internal/testenv"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -122,4 +129,163 @@ func TestUnsafeFilenameRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "unsafe") {
 		t.Fatalf("want a refusal, got %v", err)
 	}
+}
+
+// multiSetup serves n wheels of growing size and returns their lock.
+func multiSetup(t *testing.T, n int) (*index.Client, *lock.Lock) {
+	t.Helper()
+	dir := t.TempDir()
+	l := &lock.Lock{Target: target.Target{Python: "3.11"}}
+	for i := range n {
+		w := fixture.Wheel{Name: fmt.Sprintf("pkg%d", i), Version: "1.0"}
+		mod := fixture.Module(w.Name)
+		for j := range 3 * (i + 1) {
+			w.Files = append(w.Files, fixture.File{Path: fmt.Sprintf("%s/m%02d.py", mod, j), Data: fmt.Appendf(nil, "X = %d\nS = {'%d', 'é'}\n", j, i)})
+		}
+		p, err := w.Write(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := os.Open(p)
+		d, _ := digest.SHA256.FromReader(f)
+		fi, _ := f.Stat()
+		f.Close()
+		l.Packages = append(l.Packages, lock.Package{Name: w.Name, Version: w.Version, Filename: w.Filename(),
+			SHA256: d.Encoded(), Size: fi.Size(), RequiredBy: []string{lock.Requested}})
+	}
+	srv, err := index.NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	t.Cleanup(hs.Close)
+	c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range l.Packages {
+		l.Packages[i].URL = hs.URL + "/files/" + l.Packages[i].Filename
+	}
+	return c, l
+}
+
+// TestEachTree: fn sees every tree once, with its index, as Trees returns them; a tree
+// already built is handed out without fetching; fn's error is EachTree's, and stops it.
+func TestEachTree(t *testing.T) {
+	c, l := multiSetup(t, 5)
+	fetch := &countingFetcher{Client: c}
+	b := &Builder{Root: t.TempDir(), Fetcher: fetch, Options: Options{Jobs: 2}}
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[int]Tree{}
+	err := b.EachTree(ctx, l, func(_ context.Context, i int, tr Tree) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := seen[i]; dup {
+			t.Errorf("tree %d twice", i)
+		}
+		if _, err := os.Stat(filepath.Join(tr.Dir, "site-packages")); err != nil {
+			t.Errorf("tree %d is not in place when fn sees it: %v", i, err)
+		}
+		seen[i] = tr
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	trees, err := b.Trees(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != len(trees) {
+		t.Fatalf("fn saw %d trees, want %d", len(seen), len(trees))
+	}
+	for i, tr := range trees {
+		if seen[i].Dir != tr.Dir || seen[i].Key != tr.Key || seen[i].Package.Filename != l.Packages[i].Filename {
+			t.Errorf("tree %d: fn saw %+v, Trees says %+v", i, seen[i], tr)
+		}
+	}
+	if n := fetch.downloads.Load(); n != int32(len(l.Packages)) {
+		t.Errorf("%d downloads for %d wheels", n, len(l.Packages))
+	}
+
+	// All cached, one job: the biggest wheel first.
+	b.Options.Jobs = 1
+	var order []int64
+	boom := errors.New("boom")
+	err = b.EachTree(ctx, l, func(_ context.Context, i int, _ Tree) error {
+		order = append(order, l.Packages[i].Size)
+		if len(order) == 3 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("fn's error: got %v", err)
+	}
+	if len(order) != 3 || !slices.IsSortedFunc(order, func(a, b int64) int { return cmp.Compare(b, a) }) {
+		t.Errorf("sizes in the order fn saw them: %v, want the 3 biggest, biggest first, then the stop", order)
+	}
+}
+
+// TestEachTreeSharesOneCompiler: the .pyc of every tree of a build are compiled by
+// Jobs interpreter processes at most, not one per wheel, and the trees are those that
+// Tree builds alone.
+func TestEachTreeSharesOneCompiler(t *testing.T) {
+	testenv.Integration(t, "Debian's /usr/bin/python3.11")
+	const real = "/usr/bin/python3.11"
+	starts := filepath.Join(t.TempDir(), "starts")
+	interp := filepath.Join(t.TempDir(), "python3")
+	script := "#!/bin/sh\necho started >> " + starts + "\nexec " + real + " \"$@\"\n"
+	if err := os.WriteFile(interp, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c, l := multiSetup(t, 6)
+	ctx := context.Background()
+	b := &Builder{Root: t.TempDir(), Fetcher: c, Options: Options{Interpreter: interp, Jobs: 2}}
+	if _, err := b.CompiledBy(ctx); err != nil { // the probe: one start
+		t.Fatal(err)
+	}
+	trees, err := b.Trees(ctx, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(starts)
+	if n := strings.Count(string(log), "started"); n > 1+2 {
+		t.Errorf("%d interpreter starts for %d wheels with 2 jobs: want the probe and at most 2", n, len(l.Packages))
+	}
+	alone := &Builder{Root: t.TempDir(), Fetcher: c, Options: Options{Interpreter: interp}}
+	for i, p := range l.Packages {
+		want, err := alone.Tree(ctx, p, "3.11")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want.Key != trees[i].Key {
+			t.Fatalf("%s: keys differ", p.Filename)
+		}
+		if a, b := treeBytes(t, want.Dir), treeBytes(t, trees[i].Dir); !maps.Equal(a, b) {
+			t.Errorf("%s: the tree differs from one built alone", p.Filename)
+		}
+	}
+}
+
+func treeBytes(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("empty tree %s", dir)
+	}
+	return out
 }
