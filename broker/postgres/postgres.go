@@ -107,6 +107,7 @@ var dialect = &sqlstore.Dialect{
 	LockMigrations: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
 	CheckWrite:     checkWrite,
 	Notify:         `SELECT pg_notify('` + channel + `', ?)`,
+	GroupCommit:    true,
 }
 
 // checkWrite rewrites the newest schema_migrations row with its own values: PostgreSQL

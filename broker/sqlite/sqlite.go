@@ -93,6 +93,7 @@ var dialect = &sqlstore.Dialect{
 	CheckWrite:   checkWrite,
 	PrepareReads: true,
 	GroupCommit:  true,
+	Savepoints:   true,
 }
 
 // checkWrite sets the database header's user_version to the value it has, which SQLite

@@ -36,6 +36,7 @@ type group struct {
 	queue   []*pendingWrite
 	leading bool
 	batches atomic.Int64 // transactions committed or tried, for tests
+	retries atomic.Int64 // batches run again one write at a time (commitAll)
 }
 
 // grouped runs fn in the next batch and waits for the batch's outcome. It waits even when
@@ -94,6 +95,10 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		live[0].done <- s.runTx(ctx, true, live[0].fn)
 		return
 	}
+	if !s.d.Savepoints {
+		s.commitAll(ctx, live)
+		return
+	}
 	errs := make([]error, len(live))
 	err := s.runTx(ctx, true, func(t tx) error {
 		for i, p := range live {
@@ -117,5 +122,31 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		} else {
 			p.done <- errs[i]
 		}
+	}
+}
+
+// commitAll runs the batch in one transaction without savepoints (PostgreSQL: a savepoint
+// is two more round trips per write, the cost group commit saves). If any write fails, or
+// the commit does, nothing of the batch happened: each write is then run again in its own
+// transaction, so every caller gets the outcome it would have had alone. A write may run
+// twice; the store's writes only assign what their closures capture, never accumulate.
+func (s *Store) commitAll(ctx context.Context, live []*pendingWrite) {
+	err := s.runTx(ctx, true, func(t tx) error {
+		for _, p := range live {
+			if err := p.fn(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		for _, p := range live {
+			p.done <- nil
+		}
+		return
+	}
+	s.group.retries.Add(1)
+	for _, p := range live {
+		p.done <- s.runTx(ctx, true, p.fn)
 	}
 }

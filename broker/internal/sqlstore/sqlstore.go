@@ -38,8 +38,12 @@ type Dialect struct {
 	// own statement cache parses every query again: SQLite's).
 	PrepareReads bool
 	// GroupCommit queues this process's write transactions and commits those waiting
-	// together (group.go), for a database that takes one writer at a time.
+	// together (group.go): fewer commits, syncs and round trips under a burst.
 	GroupCommit bool
+	// Savepoints: a group commit puts each write in its own savepoint (cheap in
+	// process, as in SQLite); without, a failed write makes the batch run again one write
+	// at a time.
+	Savepoints bool
 }
 
 // Store is a broker.Store over a database/sql handle.
