@@ -68,23 +68,52 @@ func (s *Server) env(w http.ResponseWriter, r *http.Request, t Token) {
 		}
 		env.Base = base
 	}
-	bs, err := s.o.Store.Bindings(r.Context(), se.ID)
+	st, err := s.sessionState(r.Context(), se)
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	env.Bindings = append(env.Bindings, bs...)
-	reqs, err := s.o.Store.ListRequests(r.Context(), RequestFilter{SessionID: se.ID})
-	if err != nil {
-		s.internal(w, r, err)
-		return
+	env.Bindings = append(env.Bindings, st.bindings...)
+	env.Requests = append(env.Requests, st.open...)
+	writeJSON(w, http.StatusOK, env)
+}
+
+// maxSessionStates bounds the sessions whose env the server keeps.
+const maxSessionStates = 1 << 16
+
+// sessionState is what env shows of a session besides its row, as of a session version.
+type sessionState struct {
+	version  int64
+	bindings []Binding
+	open     []Request // its open requests, as agents see them
+}
+
+// sessionState returns se's bindings and open requests from memory when the version read
+// with se is the one they were read at, else from the store. The store moves the version
+// in the same transaction as any change env shows, so a session read at version v has
+// seen no change since the state kept for v; a state read after v and kept under it is
+// only ever newer, and the next read of a newer version reads again. Agents poll env;
+// with this a poll is one read of the session row.
+func (s *Server) sessionState(ctx context.Context, se Session) (sessionState, error) {
+	if st, ok := s.states.Get(se.ID); ok && st.version == se.Version && se.Version != 0 {
+		return st, nil // version 0: nothing was ever bound or asked (or a store keeps none)
 	}
+	bs, err := s.o.Store.Bindings(ctx, se.ID)
+	if err != nil {
+		return sessionState{}, err
+	}
+	reqs, err := s.o.Store.ListRequests(ctx, RequestFilter{SessionID: se.ID})
+	if err != nil {
+		return sessionState{}, err
+	}
+	st := sessionState{version: se.Version, bindings: bs}
 	for _, q := range reqs {
 		if !Terminal(q.State) {
-			env.Requests = append(env.Requests, publicRequest(q))
+			st.open = append(st.open, publicRequest(q))
 		}
 	}
-	writeJSON(w, http.StatusOK, env)
+	s.states.Put(se.ID, st)
+	return st, nil
 }
 
 // maxBases bounds the base locks whose packages the server keeps parsed: a fleet has a
@@ -191,16 +220,36 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 	if up != nil {
 		req.Upload = up.Filename
 	}
-	if err := s.o.Store.CreateRequest(r.Context(), req, s.event(t, AuditEvent{Action: "request.create", SessionID: se.ID, RequestID: req.ID,
-		Packages: req.Packages, Decision: req.Decision, Detail: strings.Join(req.Reasons, "; ")})); err != nil {
-		s.storeError(w, r, err)
-		return
-	}
-	if req.State == StateApproved && s.o.Builder != nil {
-		s.o.Builder.Enqueue(context.WithoutCancel(r.Context()), req.ID)
+	created := s.event(t, AuditEvent{Action: "request.create", SessionID: se.ID, RequestID: req.ID,
+		Packages: req.Packages, Decision: req.Decision, Detail: strings.Join(req.Reasons, "; ")})
+	if b, bound, ok := s.bindNow(se, req); ok {
+		// Its layer is published and fits: bound now, no build, nothing queued.
+		req.State, req.Digest = StateBound, b.Digest
+		if err := s.o.Store.CreateBound(r.Context(), req, b, created, bound); err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		s.Notify(req.ID)
+	} else {
+		if err := s.o.Store.CreateRequest(r.Context(), req, created); err != nil {
+			s.storeError(w, r, err)
+			return
+		}
+		if req.State == StateApproved && s.o.Builder != nil {
+			s.o.Builder.Enqueue(context.WithoutCancel(r.Context()), req.ID)
+		}
 	}
 	w.Header().Set("Location", "/v1/requests/"+req.ID)
 	writeJSON(w, http.StatusCreated, publicRequest(req))
+}
+
+// bindNow asks the builder, if it can tell, whether an approved request is bound at once.
+func (s *Server) bindNow(se Session, req Request) (Binding, AuditEvent, bool) {
+	bn, ok := s.o.Builder.(Binder)
+	if !ok || req.State != StateApproved {
+		return Binding{}, AuditEvent{}, false
+	}
+	return bn.BindNow(se, req)
 }
 
 // beforeWrite runs hook once, before the first byte or status of the answer.

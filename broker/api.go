@@ -14,6 +14,15 @@ type Builder interface {
 	Enqueue(ctx context.Context, requestID string)
 }
 
+// Binder is a Builder that can tell, from memory, that an approved request needs no build:
+// its classification's layer is published and known to fit the session. BindNow then
+// returns the binding and its audit event, and the server stores the request bound (with
+// Store.CreateBound) instead of queueing it; false means queue it as usual. It must not
+// do I/O: it runs on the request's hot path.
+type Binder interface {
+	BindNow(s Session, r Request) (Binding, AuditEvent, bool)
+}
+
 // Upload is a wheel an agent uploaded, checked as a wheel and stored once under the data
 // dir. Path is for the classifier's eyes only: it must never reach a response.
 type Upload struct {

@@ -67,6 +67,7 @@ type Server struct {
 
 	bases  *memo.Cache[[]EnvPackage] // a stored base lock's packages, by the sha256 of its bytes
 	tokens *memo.Cache[Token]        // tokens found in the store, by hash, for tokenTTL
+	states *memo.Cache[sessionState] // what env shows of a session, by ID, with its version
 
 	stopping atomic.Bool // Serve is shutting down: long polls answer at once
 	feed     feedState   // the store's change feed, if it has one (notify.go)
@@ -114,7 +115,7 @@ func NewServer(o Options) (*Server, error) {
 	}
 	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(),
 		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota), bases: memo.New[[]EnvPackage](maxBases, 0),
-		tokens: memo.New[Token](maxTokens, tokenTTL)}
+		tokens: memo.New[Token](maxTokens, tokenTTL), states: memo.New[sessionState](maxSessionStates, 0)}
 	for _, rt := range []route{
 		{"GET /healthz", public, s.healthz},
 		{"GET /readyz", public, s.readyz},

@@ -75,6 +75,9 @@ type Session struct {
 	Interpreter string    `json:"interpreter,omitempty"` // digest (sha256:...) or ""
 	Base        string    `json:"base,omitempty"`        // digest (sha256:...) or ""
 	BaseLock    []byte    `json:"-"`                     // the base lock JSON the session is bound to
+	// Version moves (the store's triggers move it) whenever anything GET env shows
+	// changes: the base, a binding, a request of the session. Stores set it on read.
+	Version int64 `json:"-"`
 }
 
 // Binding records one ext or iso layer bound to a session.
@@ -219,6 +222,9 @@ type Store interface {
 	// CreateRequest adds r and appends audit; ErrConflict if its ID exists, ErrNotFound
 	// without its session.
 	CreateRequest(ctx context.Context, r Request, audit ...AuditEvent) error
+	// CreateBound creates r already bound, with its binding b and audit, in one
+	// transaction: r.State is bound, b names r and its session, and r.Digest is b's.
+	CreateBound(ctx context.Context, r Request, b Binding, audit ...AuditEvent) error
 	GetRequest(ctx context.Context, id string) (Request, error)
 	// UpdateRequest runs fn on the stored request inside one transaction and writes the
 	// result unless fn fails (its error is returned as is). fn must not change ID,

@@ -3,6 +3,7 @@ package builder
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"time"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -67,4 +68,38 @@ func (w *Worker) sessionBase(s broker.Session) (*lock.Lock, error) {
 		w.c.bases.Put(k, l)
 	}
 	return l, err
+}
+
+var _ broker.Binder = (*Worker)(nil)
+
+// BindNow implements broker.Binder from the worker's caches alone: the lock r's
+// classification resolved on s's base, the verdict that it fits s's interpreter and base
+// and its tag, and that tag found published, all as a build of r would find them (build
+// and publish use the same caches), so r is bound to the same layer a build would bind.
+// A request with an upload, or whose lock or layer this worker has not seen, is built.
+func (w *Worker) BindNow(s broker.Session, r broker.Request) (broker.Binding, broker.AuditEvent, bool) {
+	if r.State != broker.StateApproved || r.LockKey == "" || r.Upload != "" {
+		return broker.Binding{}, broker.AuditEvent{}, false
+	}
+	ck := lockCacheKey(s.Base, r.LockKey, r.BuildIsolated())
+	l, ok := w.c.locks.Get(ck)
+	if !ok {
+		return broker.Binding{}, broker.AuditEvent{}, false
+	}
+	tag, ok := w.c.fitted.Get(s.Interpreter + "\x00" + ck)
+	if !ok {
+		return broker.Binding{}, broker.AuditEvent{}, false
+	}
+	d, ok := w.c.published.Get(tag)
+	if !ok {
+		return broker.Binding{}, broker.AuditEvent{}, false
+	}
+	kind := broker.KindExt
+	if l.Kind == lock.KindIso {
+		kind = broker.KindIso
+	}
+	ref := w.cfg.Repo.Name() + "@" + d.Digest.String()
+	w.binds.Add(1)
+	b := broker.Binding{SessionID: s.ID, Kind: kind, Digest: d.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()}
+	return b, event("builder", "bound", r, string(kind)+" layer "+ref+" (published: bound without a build)"), true
 }

@@ -2,6 +2,7 @@ package builder
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -42,5 +43,30 @@ func TestHotPathWithoutIndex(t *testing.T) {
 	}
 	if got, want := [2]int64{e.w.Builds(), e.w.Binds()}, [2]int64{1, 1}; got != want {
 		t.Errorf("builds, binds = %v, want %v", got, want)
+	}
+
+	// A third identical request is bound at once, from memory, to the same layer; one
+	// for another package, or on another base, is left to a build.
+	c, err := e.w.Classify(ctx, s, []string{"bar"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ID, c.SessionID = "req_c", s.ID
+	bc, ev, ok := e.w.BindNow(s, c)
+	if !ok || bc.Digest != ra.Digest || bc.RequestID != "req_c" || bc.SessionID != s.ID || bc.Kind != broker.KindExt || ev.Action != "bound" || ev.RequestID != "req_c" {
+		t.Fatalf("BindNow of a request whose layer is published: %+v %+v %v, want bound to %s", bc, ev, ok, ra.Digest)
+	}
+	other := s
+	other.Base = "sha256:" + strings.Repeat("0", 64)
+	if _, _, ok := e.w.BindNow(other, c); ok {
+		t.Error("BindNow on another base: bound, want left to a build")
+	}
+	c.Upload = "bar-1.0-py3-none-any.whl"
+	if _, _, ok := e.w.BindNow(s, c); ok {
+		t.Error("BindNow of an upload: bound, want left to a build")
+	}
+	c.Upload, c.LockKey = "", "0000"
+	if _, _, ok := e.w.BindNow(s, c); ok {
+		t.Error("BindNow of an unknown lock: bound, want left to a build")
 	}
 }

@@ -115,4 +115,29 @@ var migrations = []string{
 		FOR EACH ROW EXECUTE FUNCTION audit_append_only();
 	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
 		FOR EACH ROW EXECUTE FUNCTION audit_prune_only();`,
+	// 4: a version per session that moves with everything GET env shows (the session's
+	// base, its bindings, its requests' public state), so a broker can serve env from
+	// memory while the version it reads with the session is the one it holds.
+	`ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+	CREATE FUNCTION session_version_self() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		NEW.version := OLD.version + 1;
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER sessions_version BEFORE UPDATE OF interpreter, base, base_lock ON sessions
+		FOR EACH ROW EXECUTE FUNCTION session_version_self();
+	CREATE FUNCTION session_version_bump() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		IF TG_OP <> 'INSERT' THEN
+			UPDATE sessions SET version = version + 1 WHERE id = OLD.session_id;
+		END IF;
+		IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' AND NEW.session_id <> OLD.session_id THEN
+			UPDATE sessions SET version = version + 1 WHERE id = NEW.session_id;
+		END IF;
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER requests_version AFTER INSERT OR DELETE OR UPDATE OF state, updated ON requests
+		FOR EACH ROW EXECUTE FUNCTION session_version_bump();
+	CREATE TRIGGER bindings_version AFTER INSERT OR UPDATE OR DELETE ON bindings
+		FOR EACH ROW EXECUTE FUNCTION session_version_bump();`,
 }

@@ -96,6 +96,24 @@ var migrations = []string{
 	DROP TRIGGER audit_no_delete;
 	CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit WHEN OLD.time >= (SELECT cutoff FROM audit_horizon)
 	BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;`,
+	// 4: a version per session that moves with everything GET env shows (the session's
+	// base, its bindings, its requests' public state), so a broker can serve env from
+	// memory while the version it reads with the session is the one it holds.
+	`ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+	CREATE TRIGGER sessions_version AFTER UPDATE OF interpreter, base, base_lock ON sessions
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id = NEW.id; END;
+	CREATE TRIGGER requests_version_insert AFTER INSERT ON requests
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id = NEW.session_id; END;
+	CREATE TRIGGER requests_version_update AFTER UPDATE OF state, updated ON requests
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id IN (OLD.session_id, NEW.session_id); END;
+	CREATE TRIGGER requests_version_delete AFTER DELETE ON requests
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id = OLD.session_id; END;
+	CREATE TRIGGER bindings_version_insert AFTER INSERT ON bindings
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id = NEW.session_id; END;
+	CREATE TRIGGER bindings_version_update AFTER UPDATE ON bindings
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id IN (OLD.session_id, NEW.session_id); END;
+	CREATE TRIGGER bindings_version_delete AFTER DELETE ON bindings
+	BEGIN UPDATE sessions SET version = version + 1 WHERE id = OLD.session_id; END;`,
 }
 
 // SchemaVersion is the schema version this package writes.

@@ -47,11 +47,13 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"NamedLeases", testNamedLeases},
 		{"NamedLeasesConcurrent", testNamedLeasesConcurrent},
 		{"Bindings", testBindings},
+		{"SessionVersion", testSessionVersion},
 		{"Audit", testAudit},
 		{"AuditAppendOnly", testAuditAppendOnly},
 		{"CreateAudited", testCreateAudited},
 		{"Transition", testTransition},
 		{"Bind", testBind},
+		{"CreateBound", testCreateBound},
 		{"ApplyRebase", testApplyRebase},
 	}
 	for _, tc := range tests {
@@ -134,6 +136,10 @@ func testSessions(t *testing.T, s broker.Store) {
 	got, _ = s.GetSession(ctx, "s2")
 	want := session("s2", "bob", 2)
 	want.Interpreter, want.Base, want.BaseLock = "sha256:11", "sha256:22", []byte("lock")
+	if got.Version <= 0 {
+		t.Errorf("after SetSessionBase: version %d, want it moved from 0", got.Version)
+	}
+	want.Version = got.Version
 	same(t, "after SetSessionBase", got, want)
 	wantErr(t, "SetSessionBase missing", s.SetSessionBase(ctx, "nope", "", "", nil), broker.ErrNotFound)
 }
@@ -441,4 +447,52 @@ func testAuditAppendOnly(t *testing.T, s broker.Store) {
 	if len(l) != 1 || l[0].Decision != "approved" || l[0].Actor != "bob" {
 		t.Errorf("audit log changed: %+v", l)
 	}
+}
+
+// testSessionVersion: a session's version moves with every change GET env shows (its base,
+// its bindings, its requests' state), in the change's own transaction, and with nothing
+// else: another session's changes and lease renewals leave it as it is.
+func testSessionVersion(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 1)))
+	must(t, s.CreateSession(ctx, session("s2", "alice", 2)))
+	version := func(id string) int64 {
+		t.Helper()
+		se, err := s.GetSession(ctx, id)
+		must(t, err)
+		return se.Version
+	}
+	last := version("s1")
+	moved := func(what string, want bool) {
+		t.Helper()
+		v := version("s1")
+		if (v != last) != want {
+			t.Errorf("%s: version %d -> %d, want moved=%v", what, last, v, want)
+		}
+		last = v
+	}
+	must(t, s.CreateRequest(ctx, request("r1", "s1", broker.StateApproved, 1)))
+	moved("CreateRequest", true)
+	must(t, s.CreateRequest(ctx, request("r2", "s2", broker.StateApproved, 2)))
+	moved("another session's request", false)
+	must(t, s.UpdateRequest(ctx, "r1", func(r *broker.Request) error { r.State = broker.StatePending; return nil }))
+	moved("UpdateRequest", true)
+	must(t, s.UpdateRequest(ctx, "r1", func(r *broker.Request) error { r.State = broker.StateApproved; return nil }))
+	l := broker.Lease{Holder: "w1", TTL: time.Minute}
+	claimed, ok, err := s.ClaimBuild(ctx, l)
+	must(t, err)
+	if !ok || claimed.ID != "r1" {
+		t.Fatalf("ClaimBuild: %s %v, want r1", claimed.ID, ok)
+	}
+	moved("ClaimBuild (approved -> building)", true)
+	must(t, s.RenewBuild(ctx, "r1", l))
+	moved("RenewBuild", false)
+	wantErr(t, "refused update", s.UpdateRequest(ctx, "r1", func(*broker.Request) error { return broker.ErrConflict }), broker.ErrConflict)
+	moved("a refused update", false)
+	must(t, s.AddBinding(ctx, broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:01", Created: T0}))
+	moved("AddBinding", true)
+	must(t, s.ReplaceBindings(ctx, "s1", nil))
+	moved("ReplaceBindings", true)
+	must(t, s.SetSessionBase(ctx, "s1", "sha256:11", "sha256:22", []byte("lock")))
+	moved("SetSessionBase", true)
 }

@@ -220,6 +220,10 @@ func testApplyRebase(t *testing.T, s broker.Store) {
 	after := take(t, s, "s1")
 	want := session("s1", "alice", 0)
 	want.Interpreter, want.Base, want.BaseLock = p.Interpreter, p.Base, p.BaseLock
+	if after.Session.Version <= before.Session.Version {
+		t.Errorf("session version after rebase %d, before %d: want it moved", after.Session.Version, before.Session.Version)
+	}
+	want.Version = after.Session.Version
 	same(t, "session after rebase", after.Session, want)
 	same(t, "bindings after rebase", after.Bindings, p.Bindings)
 	var ids []string
@@ -309,3 +313,45 @@ func bind(s broker.Store) error {
 }
 
 func rebase(s broker.Store) error { return s.ApplyRebase(context.Background(), rebasePlan()) }
+
+// testCreateBound: a request created already bound comes with its binding and its audit
+// events, in one transaction; anything inconsistent is refused and leaves nothing.
+func testCreateBound(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	r := request("r1", "s1", broker.StateBound, 0)
+	r.Digest, r.LockKey = "sha256:0b", "key-1"
+	b := broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", Ref: "r@sha256:0b", RequestID: "r1", Created: T0}
+	before := take(t, s, "s1")
+	for _, tc := range []struct {
+		name string
+		edit func(r *broker.Request, b *broker.Binding, e *broker.AuditEvent)
+		want error
+	}{
+		{"not bound", func(r *broker.Request, _ *broker.Binding, _ *broker.AuditEvent) { r.State = broker.StateApproved }, broker.ErrInvalid},
+		{"binding of another request", func(_ *broker.Request, b *broker.Binding, _ *broker.AuditEvent) { b.RequestID = "r2" }, broker.ErrInvalid},
+		{"another digest", func(_ *broker.Request, b *broker.Binding, _ *broker.AuditEvent) { b.Digest = "sha256:0c" }, broker.ErrInvalid},
+		{"missing session", func(r *broker.Request, b *broker.Binding, _ *broker.AuditEvent) {
+			r.SessionID, b.SessionID = "nope", "nope"
+		}, broker.ErrNotFound},
+		{"a bad event", func(_ *broker.Request, _ *broker.Binding, e *broker.AuditEvent) { e.Actor = "" }, broker.ErrInvalid},
+	} {
+		r2, b2, e := r, b, event("bound", "s1", "r1")
+		tc.edit(&r2, &b2, &e)
+		wantErr(t, tc.name, s.CreateBound(ctx, r2, b2, event("request.create", "s1", "r1"), e), tc.want)
+		same(t, tc.name+": store after", take(t, s, "s1"), before)
+	}
+	must(t, s.CreateBound(ctx, r, b, event("request.create", "s1", "r1"), event("bound", "s1", "r1")))
+	got, err := s.GetRequest(ctx, "r1")
+	must(t, err)
+	if got.State != broker.StateBound || got.Digest != "sha256:0b" || got.LockKey != "key-1" {
+		t.Errorf("after CreateBound: state %s digest %s key %s", got.State, got.Digest, got.LockKey)
+	}
+	bs, _ := s.Bindings(ctx, "s1")
+	same(t, "bindings after CreateBound", bs, []broker.Binding{b})
+	l, _ := s.AuditLog(ctx, "s1")
+	if len(l) != 2 || l[0].Action != "request.create" || l[1].Action != "bound" {
+		t.Errorf("audit after CreateBound: %+v", l)
+	}
+	wantErr(t, "twice", s.CreateBound(ctx, r, b, event("request.create", "s1", "r1")), broker.ErrConflict)
+}

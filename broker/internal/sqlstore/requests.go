@@ -90,6 +90,28 @@ func (s *Store) CreateRequest(ctx context.Context, r broker.Request, audit ...br
 	})
 }
 
+// CreateBound implements broker.Store.
+func (s *Store) CreateBound(ctx context.Context, r broker.Request, b broker.Binding, audit ...broker.AuditEvent) error {
+	switch {
+	case r.State != broker.StateBound:
+		return fmt.Errorf("creating bound request %q: %w: its state is %q", r.ID, broker.ErrInvalid, r.State)
+	case b.RequestID != r.ID || b.SessionID != r.SessionID || b.Digest != r.Digest:
+		return fmt.Errorf("creating bound request %q: %w: the binding is of request %q, session %q, digest %q", r.ID, broker.ErrInvalid, b.RequestID, b.SessionID, b.Digest)
+	}
+	if err := checkBinding(r.SessionID, &b); err != nil {
+		return fmt.Errorf("creating bound request %q: %w", r.ID, err)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		if err := t.createRequest(ctx, &r); err != nil {
+			return err
+		}
+		if err := t.insertBinding(ctx, &b); err != nil {
+			return err
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
 func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	if err := checkRequest(r); err != nil {
 		return fmt.Errorf("creating request: %w", err)

@@ -297,12 +297,12 @@ func (s *Store) CreateSession(ctx context.Context, se broker.Session, audit ...b
 	})
 }
 
-const sessionCols = `id, owner, created, interpreter, base, base_lock`
+const sessionCols = `id, owner, created, interpreter, base, base_lock, version`
 
 func scanSession(sc interface{ Scan(...any) error }) (broker.Session, error) {
 	var se broker.Session
 	var created int64
-	if err := sc.Scan(&se.ID, &se.Owner, &created, &se.Interpreter, &se.Base, &se.BaseLock); err != nil {
+	if err := sc.Scan(&se.ID, &se.Owner, &created, &se.Interpreter, &se.Base, &se.BaseLock, &se.Version); err != nil {
 		return se, err
 	}
 	if len(se.BaseLock) == 0 {

@@ -1,0 +1,99 @@
+package broker_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+// TestEnvFollowsTheStore: GET env serves what it read before only while the session's
+// version is the same; a change written to the store by anyone (here straight into the
+// store, as another replica would) shows on the next call.
+func TestEnvFollowsTheStore(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	get := func() broker.Env {
+		t.Helper()
+		var env broker.Env
+		e.mustDo("GET", "/v1/sessions/"+e.sesA+"/env", e.agentA, "", "", http.StatusOK, &env)
+		return env
+	}
+	if env := get(); len(env.Requests) != 0 || len(env.Bindings) != 0 {
+		t.Fatalf("a new session's env: %+v", env)
+	}
+	r := e.request(e.agentA, e.sesA, `"foo==1.0"`)
+	if env := get(); len(env.Requests) != 1 || env.Requests[0].ID != r.ID {
+		t.Fatalf("after a request: open %+v, want %s", env.Requests, r.ID)
+	}
+	get() // from memory now
+
+	now := time.Now().UTC()
+	other := broker.Request{ID: "req_other", SessionID: e.sesA, Specs: []string{"bar"}, State: broker.StatePending, Created: now, Updated: now}
+	if err := e.store.CreateRequest(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	if env := get(); len(env.Requests) != 2 {
+		t.Fatalf("after another replica's request: %d open, want 2", len(env.Requests))
+	}
+	if err := e.store.UpdateRequest(ctx, "req_other", func(q *broker.Request) error { q.State = broker.StateDenied; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if env := get(); len(env.Requests) != 1 {
+		t.Fatalf("after another replica denied one: %d open, want 1", len(env.Requests))
+	}
+	b := broker.Binding{SessionID: e.sesA, Kind: broker.KindExt, Digest: "sha256:01", Ref: "r@sha256:01", Created: now}
+	if err := e.store.AddBinding(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if env := get(); len(env.Bindings) != 1 || env.Bindings[0].Digest != b.Digest {
+		t.Fatalf("after another replica bound a layer: %+v", env.Bindings)
+	}
+}
+
+// binder binds "ready" at once, as a builder that has its layer published would.
+type binder struct{ fakeBuilder }
+
+func (b *binder) BindNow(s broker.Session, r broker.Request) (broker.Binding, broker.AuditEvent, bool) {
+	if r.Specs[0] != "ready==1.0" {
+		return broker.Binding{}, broker.AuditEvent{}, false
+	}
+	return broker.Binding{SessionID: s.ID, Kind: broker.KindExt, Digest: "sha256:0b", Ref: "r@sha256:0b", RequestID: r.ID, Created: time.Now().UTC()},
+		broker.AuditEvent{Time: time.Now().UTC(), Actor: "builder", Action: "bound", SessionID: s.ID, RequestID: r.ID}, true
+}
+
+// TestBoundAtCreate: a request whose layer the builder already has is answered bound,
+// with its binding and both audit events, and is never queued for a build; any other is
+// queued as before.
+func TestBoundAtCreate(t *testing.T) {
+	b := &binder{}
+	e := newEnv(t, func(o *broker.Options) { o.Builder = b })
+	r := e.request(e.agentA, e.sesA, `"ready==1.0"`)
+	if r.State != broker.StateBound || r.Digest != "sha256:0b" {
+		t.Fatalf("POST: %s %q, want bound to sha256:0b", r.State, r.Digest)
+	}
+	var env broker.Env
+	e.mustDo("GET", "/v1/sessions/"+e.sesA+"/env", e.agentA, "", "", http.StatusOK, &env)
+	if len(env.Bindings) != 1 || env.Bindings[0].RequestID != r.ID || len(env.Requests) != 0 {
+		t.Errorf("env: bindings %+v, open %+v; want the binding of %s and nothing open", env.Bindings, env.Requests, r.ID)
+	}
+	l, err := e.store.AuditLog(context.Background(), e.sesA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, ev := range l {
+		if ev.RequestID == r.ID {
+			actions = append(actions, ev.Action)
+		}
+	}
+	if len(actions) != 2 || actions[0] != "request.create" || actions[1] != "bound" {
+		t.Errorf("audit of %s: %v, want [request.create bound]", r.ID, actions)
+	}
+	q := e.request(e.agentA, e.sesA, `"foo==1.0"`)
+	if got := b.enqueued(); len(got) != 1 || got[0] != q.ID || q.State != broker.StateApproved {
+		t.Errorf("queued %v (the other request %s is %s), want only %s", got, q.ID, q.State, q.ID)
+	}
+}
