@@ -13,6 +13,7 @@ type ServerOption func(*serverOptions) error
 type serverOptions struct {
 	maxMeta   int64
 	allowJSON bool
+	metaFiles bool
 }
 
 // WithJSON enables (the default) or disables PEP 691 JSON responses;
@@ -24,6 +25,18 @@ func WithJSON(enabled bool) ServerOption {
 	}
 }
 
+// WithMetadataFiles enables (the default) or disables PEP 658/714 metadata
+// files: disabled, no page announces one and every "<filename>.metadata" is
+// 404. With WithJSON(false) too, the server is a plain PEP 503 index (HTML
+// with #sha256= fragments, no sizes, no metadata files), the kind a directory
+// behind a web server gives; files still answer Range requests.
+func WithMetadataFiles(enabled bool) ServerOption {
+	return func(o *serverOptions) error {
+		o.metaFiles = enabled
+		return nil
+	}
+}
+
 // Server serves the distribution files directly inside one directory as a
 // simple index: /simple/ (projects), /simple/<project>/ (files),
 // /files/<filename> and /files/<filename>.metadata (PEP 658). A sidecar
@@ -31,13 +44,14 @@ func WithJSON(enabled bool) ServerOption {
 type Server struct {
 	st        *store
 	allowJSON bool
+	metaFiles bool
 }
 
 var _ http.Handler = (*Server)(nil)
 
 // NewServer serves dir. Symlinks are followed only within dir.
 func NewServer(dir string, opts ...ServerOption) (*Server, error) {
-	o := &serverOptions{maxMeta: 16 << 20, allowJSON: true}
+	o := &serverOptions{maxMeta: 16 << 20, allowJSON: true, metaFiles: true}
 	for _, opt := range opts {
 		if err := opt(o); err != nil {
 			return nil, err
@@ -47,7 +61,7 @@ func NewServer(dir string, opts ...ServerOption) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{st: &store{root: root, maxMeta: o.maxMeta}, allowJSON: o.allowJSON}
+	s := &Server{st: &store{root: root, maxMeta: o.maxMeta}, allowJSON: o.allowJSON, metaFiles: o.metaFiles}
 	if err := s.st.refresh(); err != nil {
 		root.Close()
 		return nil, err
@@ -146,7 +160,7 @@ func (s *Server) serveProject(w http.ResponseWriter, r *http.Request, rest strin
 	if !ok {
 		return
 	}
-	writeBody(w, r, mt, renderProject(mt, norm, files))
+	writeBody(w, r, mt, renderProject(mt, norm, files, s.metaFiles))
 }
 
 func writeBody(w http.ResponseWriter, r *http.Request, mt string, body []byte) {
@@ -175,7 +189,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, name string) 
 		return
 	}
 	wheel, ok := strings.CutSuffix(name, ".metadata")
-	if !ok || !strings.HasSuffix(wheel, ".whl") || s.st.lookup(wheel) == nil {
+	if !ok || !s.metaFiles || !strings.HasSuffix(wheel, ".whl") || s.st.lookup(wheel) == nil {
 		http.NotFound(w, r)
 		return
 	}

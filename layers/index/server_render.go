@@ -62,7 +62,9 @@ func renderRoot(mt string, projects []string) []byte {
 // mount point.
 func fileHref(name string) string { return "../../files/" + url.PathEscape(name) }
 
-func renderProject(mt, project string, files []listing) []byte {
+// renderProject writes a project page; metaFiles says whether files with a
+// readable METADATA announce their PEP 658 metadata file.
+func renderProject(mt, project string, files []listing, metaFiles bool) []byte {
 	if mt == mediaJSON {
 		type jf struct {
 			Filename       string            `json:"filename"`
@@ -88,7 +90,7 @@ func renderProject(mt, project string, files []listing) []byte {
 					e.Yanked = f.reason
 				}
 			}
-			if f.metaSum != "" {
+			if metaFiles && f.metaSum != "" {
 				e.CoreMetadata = map[string]string{"sha256": f.metaSum}
 			}
 			out = append(out, e)
@@ -116,7 +118,7 @@ func renderProject(mt, project string, files []listing) []byte {
 		if f.reqPy != "" {
 			fmt.Fprintf(&b, " data-requires-python=\"%s\"", esc(f.reqPy))
 		}
-		if f.metaSum != "" {
+		if metaFiles && f.metaSum != "" {
 			fmt.Fprintf(&b, " data-dist-info-metadata=\"sha256=%s\" data-core-metadata=\"sha256=%s\"", f.metaSum, f.metaSum)
 		}
 		if f.yanked {

@@ -179,3 +179,48 @@ func bump(t *testing.T, dir string) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestServerPlain: with JSON and metadata files off the server is a plain PEP 503 index:
+// no page announces a metadata file, none is served, every client gets HTML, and files
+// still answer range requests.
+func TestServerPlain(t *testing.T) {
+	dir := t.TempDir()
+	w1 := wheelSpec{name: "demo_pkg", version: "1.0", requiresPython: ">=3.8"}
+	wb := writeWheel(t, dir, w1)
+	srv, err := NewServer(dir, WithJSON(false), WithMetadataFiles(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	get := func(path, accept, rng string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", ts.URL+path, nil)
+		req.Header.Set("Accept", accept)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, page := get("/simple/demo-pkg/", acceptHeader, "")
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, mediaHTML) {
+		t.Errorf("Content-Type %q, want HTML", ct)
+	}
+	if !strings.Contains(page, "#sha256="+sha256Hex(wb)) || !strings.Contains(page, "data-requires-python") || strings.Contains(page, "metadata") {
+		t.Errorf("page should link the file with its hash and requires-python, and no metadata file:\n%s", page)
+	}
+	if resp, _ := get("/files/"+w1.filename()+".metadata", "", ""); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("metadata file: status %d, want 404", resp.StatusCode)
+	}
+	resp, body := get("/files/"+w1.filename(), "", "bytes=-22")
+	if resp.StatusCode != http.StatusPartialContent || body != string(wb[len(wb)-22:]) || resp.Header.Get("Accept-Ranges") != "bytes" {
+		t.Errorf("range request: %s %q, Accept-Ranges %q; want 206 and the last 22 bytes", resp.Status, body, resp.Header.Get("Accept-Ranges"))
+	}
+}
