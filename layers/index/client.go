@@ -41,6 +41,7 @@ type Client struct {
 	redacted string
 	http     *http.Client
 	opts     *options
+	cache    *metadataCache // nil: none
 }
 
 // New returns a client for the index at indexURL, e.g.
@@ -80,7 +81,11 @@ func New(indexURL string, opts ...Option) (*Client, error) {
 		rt = http.DefaultTransport
 	}
 	hc.Transport = &authTransport{base: rt, origin: origin(&base), cred: cred, ua: o.userAgent}
-	return &Client{base: &base, redacted: base.String(), http: &hc, opts: o}, nil
+	c := &Client{base: &base, redacted: base.String(), http: &hc, opts: o}
+	if o.metaCache != "" {
+		c.cache = &metadataCache{dir: o.metaCache, limit: o.maxBodyBytes}
+	}
+	return c, nil
 }
 
 // Redacted returns the index URL with any credentials removed.
@@ -140,13 +145,20 @@ func (c *Client) Files(ctx context.Context, project string) ([]File, error) {
 // get issues a GET for rawURL; credentials are added by the transport for
 // the index origin only.
 func (c *Client) get(ctx context.Context, rawURL, accept string) (*http.Response, error) {
+	return c.getWith(ctx, rawURL, func(h http.Header) {
+		if accept != "" {
+			h.Set("Accept", accept)
+		}
+	})
+}
+
+// getWith is get with the request's headers set by hdr.
+func (c *Client) getWith(ctx context.Context, rawURL string, hdr func(http.Header)) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return nil, err
 	}
-	if accept != "" {
-		req.Header.Set("Accept", accept)
-	}
+	hdr(req.Header)
 	req.Header.Set("User-Agent", c.opts.userAgent)
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -9,14 +9,23 @@
 // Credentials, from the index URL or a netrc file, are sent only to the
 // index's own origin and never appear in errors, URLs or logs.
 //
+// A wheel's METADATA is read, as uv does, with HTTP range requests: the end
+// of the zip (its central directory), then that one member. The range reader
+// (zipdir.go) is stricter than archive/zip and a fuzz test holds it to reading
+// the same bytes; a server that does not answer ranges properly, or a zip the
+// reader does not accept, costs a download of the whole wheel, verified and
+// read with archive/zip. Metadata can be cached on disk by the file's sha256
+// (WithMetadataCache).
+//
 // The server is used by tests (pip is run against it as an oracle) and by
-// hosts that want to offer a curated wheel directory as an index.
+// hosts that want to offer a curated wheel directory as an index. With
+// WithJSON(false) and WithMetadataFiles(false) it is a plain PEP 503 index.
 //
 // Behaviour follows pip 23.2.1 (the reference client) except where noted on
 // the parsing functions: a bare data-yanked attribute and a JSON "yanked": ""
 // count as yanked (PEP 592), where pip ignores them.
 //
 // This package must never import registry, oci, sandbox, broker or catalog
-// packages, nor anything that prints or logs globally: it uses only the
-// standard library.
+// packages, nor anything that prints or logs globally: besides the standard
+// library it uses only internal/fsx and the context's logger (internal/logctx).
 package index

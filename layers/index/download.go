@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/internal/logctx"
 )
 
 // Download streams f to dst, verifying its sha256 (and size, when the index
@@ -56,6 +57,12 @@ func (c *Client) fetchVerified(ctx context.Context, f File, w io.Writer) error {
 		return fmt.Errorf("downloading %s: %w", f.Filename, err)
 	}
 	defer resp.Body.Close()
+	return c.copyVerified(f, resp, w)
+}
+
+// copyVerified copies the body of resp, the answer to a GET of f, to w and checks size
+// and sha256.
+func (c *Client) copyVerified(f File, resp *http.Response, w io.Writer) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("downloading %s: %w", f.Filename, httpError(resp))
 	}
@@ -85,8 +92,24 @@ func (c *Client) fetchVerified(ctx context.Context, f File, w io.Writer) error {
 // Metadata returns the core metadata (METADATA file bytes) of f: the PEP 658
 // ".metadata" file when the index offers one (checked against
 // MetadataSHA256 when given), else the single *.dist-info/METADATA of the
-// wheel, which is downloaded to a temporary file and verified first.
+// wheel. That member is read with HTTP range requests (the zip's directory,
+// then the member alone); a server that does not answer them, or a zip the
+// range reader does not accept, costs a download of the whole wheel, which is
+// verified first. With WithMetadataCache, metadata is kept on disk by f's
+// sha256 and read from there next time.
 func (c *Client) Metadata(ctx context.Context, f File) ([]byte, error) {
+	if md, ok := c.cache.get(ctx, f); ok {
+		return md, nil
+	}
+	md, err := c.fetchMetadata(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	c.cache.put(ctx, f, md)
+	return md, nil
+}
+
+func (c *Client) fetchMetadata(ctx context.Context, f File) ([]byte, error) {
 	if f.HasMetadata {
 		return c.metadataFile(ctx, f)
 	}
@@ -96,6 +119,21 @@ func (c *Client) Metadata(ctx context.Context, f File) ([]byte, error) {
 	if err := checkFileHash(f); err != nil {
 		return nil, err
 	}
+	md, whole, err := c.rangeMetadata(ctx, f)
+	switch {
+	case whole != nil: // the server sent the whole file
+		defer whole.Body.Close()
+		return c.downloadMetadata(ctx, f, whole)
+	case err == nil || !errors.Is(err, errNoRangeRead):
+		return md, err
+	}
+	logctx.From(ctx).Debug("downloading the whole wheel for its metadata", "file", f.Filename, "reason", err.Error())
+	return c.downloadMetadata(ctx, f, nil)
+}
+
+// downloadMetadata downloads f to a temporary file, verifies it and reads its METADATA;
+// resp, when not nil, is a GET of f already answered.
+func (c *Client) downloadMetadata(ctx context.Context, f File, resp *http.Response) ([]byte, error) {
 	tmp, err := os.CreateTemp("", "pylayer-wheel-*.whl")
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
@@ -104,18 +142,28 @@ func (c *Client) Metadata(ctx context.Context, f File) ([]byte, error) {
 		tmp.Close()
 		os.Remove(tmp.Name())
 	}()
-	if err := c.fetchVerified(ctx, f, tmp); err != nil {
+	if resp != nil {
+		err = c.copyVerified(f, resp, tmp)
+	} else {
+		err = c.fetchVerified(ctx, f, tmp)
+	}
+	if err != nil {
 		return nil, err
 	}
 	size, err := tmp.Seek(0, io.SeekCurrent)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
 	}
-	zr, err := zip.NewReader(tmp, size)
+	return zipFileMetadata(f, tmp, size, c.opts.maxBodyBytes)
+}
+
+// zipFileMetadata reads the METADATA of the verified wheel f held by r.
+func zipFileMetadata(f File, r io.ReaderAt, size, limit int64) ([]byte, error) {
+	zr, err := zip.NewReader(r, size)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: reading wheel: %w", f.Filename, err)
 	}
-	md, err := wheelMetadata(zr, c.opts.maxBodyBytes)
+	md, err := wheelMetadata(zr, limit)
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
 	}
@@ -150,22 +198,13 @@ func (c *Client) metadataFile(ctx context.Context, f File) ([]byte, error) {
 // wheelMetadata returns the bytes of the one top-level *.dist-info/METADATA
 // in a wheel, at most limit bytes.
 func wheelMetadata(zr *zip.Reader, limit int64) ([]byte, error) {
-	var found *zip.File
-	for _, zf := range zr.File {
-		dir, name, ok := strings.Cut(zf.Name, "/")
-		if !ok || name != "METADATA" || !strings.HasSuffix(dir, ".dist-info") {
-			continue
-		}
-		if found != nil {
-			return nil, fmt.Errorf("wheel has more than one .dist-info/METADATA (%s, %s)", found.Name, zf.Name)
-		}
-		found = zf
+	i, err := metadataMember(len(zr.File), func(i int) string { return zr.File[i].Name })
+	if err != nil {
+		return nil, err
 	}
-	if found == nil {
-		return nil, errors.New("wheel has no .dist-info/METADATA")
-	}
-	if found.UncompressedSize64 > uint64(limit) {
-		return nil, fmt.Errorf("%s: %w: over %d bytes", found.Name, errTooLarge, limit)
+	found := zr.File[i]
+	if err := checkMetadataSize(found.Name, found.UncompressedSize64, limit); err != nil {
+		return nil, err
 	}
 	rc, err := found.Open()
 	if err != nil {
@@ -177,6 +216,34 @@ func wheelMetadata(zr *zip.Reader, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %w", found.Name, err)
 	}
 	return b, nil
+}
+
+// metadataMember returns which of n zip members, named by name, is the wheel's one
+// top-level *.dist-info/METADATA. The whole-file and the range reader both choose with it.
+func metadataMember(n int, name func(int) string) (int, error) {
+	found := -1
+	for i := range n {
+		dir, base, ok := strings.Cut(name(i), "/")
+		if !ok || base != "METADATA" || !strings.HasSuffix(dir, ".dist-info") {
+			continue
+		}
+		if found >= 0 {
+			return -1, fmt.Errorf("wheel has more than one .dist-info/METADATA (%s, %s)", name(found), name(i))
+		}
+		found = i
+	}
+	if found < 0 {
+		return -1, errors.New("wheel has no .dist-info/METADATA")
+	}
+	return found, nil
+}
+
+// checkMetadataSize refuses a METADATA member whose stated size is over limit.
+func checkMetadataSize(name string, size uint64, limit int64) error {
+	if size > uint64(limit) {
+		return fmt.Errorf("%s: %w: over %d bytes", name, errTooLarge, limit)
+	}
+	return nil
 }
 
 // requiresPython returns the Requires-Python header of a METADATA file

@@ -23,6 +23,7 @@ type options struct {
 	userAgent    string
 	maxBodyBytes int64
 	maxFileBytes int64
+	metaCache    string
 }
 
 // WithNetrc reads credentials for the index host from the netrc file at
@@ -43,6 +44,16 @@ func WithMaxBodyBytes(n int64) Option {
 			return fmt.Errorf("WithMaxBodyBytes: %d is not positive", n)
 		}
 		o.maxBodyBytes = n
+		return nil
+	}
+}
+
+// WithMetadataCache keeps the core metadata the client reads in dir, by the
+// sha256 of the file it belongs to, and reads it from there the next time any
+// index lists that file. "" (the default) keeps nothing.
+func WithMetadataCache(dir string) Option {
+	return func(o *options) error {
+		o.metaCache = dir
 		return nil
 	}
 }
