@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/pep440"
@@ -76,22 +78,39 @@ func NewLock(ctx context.Context, idx Index, wh Wheelhouse, spec LockSpec) (*loc
 	for _, p := range spec.Pinned {
 		pinned[p.Name] = true
 	}
+	var todo []Resolved
 	for _, r := range resolved {
-		if pinned[r.Name] {
-			continue
+		if !pinned[r.Name] {
+			todo = append(todo, r)
 		}
-		p, err := Package(ctx, wh, r)
+	}
+	// A plain index gives no sizes: every wheel is fetched whole, several at a time.
+	pkgs := make([]lock.Package, len(todo))
+	errs := make([]error, len(todo))
+	var g errgroup.Group
+	g.SetLimit(sizeFetches)
+	for i, r := range todo {
+		g.Go(func() error {
+			pkgs[i], errs[i] = Package(ctx, wh, r)
+			return nil
+		})
+	}
+	g.Wait()
+	for _, err := range errs { // the first in name order, whichever failed first
 		if err != nil {
 			return nil, err
 		}
-		l.Packages = append(l.Packages, p)
 	}
+	l.Packages = append(l.Packages, pkgs...)
 	l.Packages = append(l.Packages, spec.Pinned...)
 	if _, err := l.Canonical(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
+
+// sizeFetches is how many wheels NewLock fetches at once for their sizes.
+const sizeFetches = 4
 
 // Package is the lock entry of one resolved wheel. The index must give its sha256; its
 // size, when the index does not say, is that of the wheel wh fetches (hash checked).

@@ -1,13 +1,17 @@
 package resolve
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/pylayer/pylayer/layers/build"
@@ -142,4 +146,125 @@ func TestPackageNeedsSHA256(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no sha256") {
 		t.Fatalf("err %v, want one saying the index gives no sha256", err)
 	}
+}
+
+// TestNewLockSameWithoutMetadataFiles: the same requirements lock to the same bytes (and
+// key) against an index with PEP 658 metadata files and sizes and against a plain PEP 503
+// index of the same directory. On the plain one, METADATA is read with range requests: a
+// wheel is downloaded whole only when it is locked (for its size), never to be read.
+func TestNewLockSameWithoutMetadataFiles(t *testing.T) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(3, 4))
+	blob := make([]byte, 300<<10)
+	for i := range blob {
+		blob[i] = byte(r.Uint32())
+	}
+	big := func(fw fixture.Wheel) fixture.Wheel {
+		mod := fixture.Module(fw.Name)
+		fw.Files = []fixture.File{{Path: mod + "/__init__.py", Data: []byte("pass\n")}, {Path: mod + "/blob.bin", Data: blob}}
+		return fw
+	}
+	dir := t.TempDir()
+	for _, fw := range []fixture.Wheel{
+		w("app", "1.0", "lib", "dep<2", "extra-host[more]"),
+		big(w("lib", "2.0", "dep>=2")), // ruled out by app's dep<2: read, never downloaded
+		w("lib", "1.0", "dep"),
+		w("dep", "1.0"), w("dep", "2.0"),
+		{Name: "extra-host", Version: "1.0", ProvidesExtra: []string{"more"}, RequiresDist: []string{`dep; extra == "more"`}},
+		big(w("unused", "1.0")),
+	} {
+		if _, err := fw.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var servers []*httptest.Server
+	client := func(h http.Handler) *index.Client {
+		hs := httptest.NewServer(h)
+		t.Cleanup(hs.Close)
+		servers = append(servers, hs)
+		c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	withMeta, err := index.NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plainSrv, err := index.NewServer(dir, index.WithJSON(false), index.WithMetadataFiles(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	whole := map[string]int{}     // file -> downloads without Range
+	rangeSent := map[string]int{} // file -> body bytes sent for range requests
+	plain := client(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
+		cw := &countWriter{ResponseWriter: rw}
+		plainSrv.ServeHTTP(cw, req)
+		name := path.Base(req.URL.Path)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case strings.HasSuffix(name, ".metadata"):
+			t.Errorf("the plain index was asked for %s", req.URL.Path)
+		case req.Header.Get("Range") != "":
+			rangeSent[name] += cw.n
+		case strings.HasPrefix(req.URL.Path, "/files/"):
+			whole[name]++
+		}
+	}))
+	spec := LockSpec{Kind: lock.KindBase, Target: tgt(t), Requirements: reqs(t, "app")}
+	fromMeta, err := NewLock(ctx, client(withMeta), nil, spec)
+	if err != nil {
+		t.Fatalf("index with metadata files: %v", err)
+	}
+	fromPlain, err := NewLock(ctx, plain, &build.Builder{Root: t.TempDir(), Fetcher: plain}, spec)
+	if err != nil {
+		t.Fatalf("plain index: %v", err)
+	}
+	a, errA := fromMeta.Content()
+	b, errB := fromPlain.Content()
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Fatalf("the locks differ (%v, %v):\nwith metadata files: %s\nplain: %s", errA, errB, a, b)
+	}
+	if got := pinsOf(fromPlain); got != "app==1.0 dep==1.0 extra-host==1.0 lib==1.0" {
+		t.Errorf("locked %s", got)
+	}
+	for _, hs := range servers {
+		hs.Close() // every handler is done
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, p := range fromPlain.Packages {
+		if whole[p.Filename] != 1 {
+			t.Errorf("%s was downloaded whole %d times, want once, for its size", p.Filename, whole[p.Filename])
+		}
+		delete(whole, p.Filename)
+	}
+	for name, n := range whole {
+		t.Errorf("%s, not locked, was downloaded whole %d times", name, n)
+	}
+	if n := rangeSent["lib-2.0-py3-none-any.whl"]; n == 0 || n > len(blob)/2 {
+		t.Errorf("lib 2.0 (%d bytes of blob) was read with %d bytes of range answers, want a part of it", len(blob), n)
+	}
+}
+
+func pinsOf(l *lock.Lock) string {
+	var s []string
+	for _, p := range l.Packages {
+		s = append(s, p.Name+"=="+p.Version)
+	}
+	return strings.Join(s, " ")
+}
+
+type countWriter struct {
+	http.ResponseWriter
+	n int
+}
+
+func (w *countWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.n += n
+	return n, err
 }
