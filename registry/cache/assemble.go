@@ -19,94 +19,153 @@ const (
 	metaLock     = "lock.json"     // the config blob: the lock
 )
 
-// assemble builds the root of layer md in tmp/layer-<hex>-*: a directory for
-// every directory of every tree, a hardlink for every file, the metadata
-// files; then makes it read-only, fsyncs it and renames it into layers/sha256.
+// layerBuild is the root of layer md being built in tmp/layer-<hex>-*: a
+// directory for every directory of every tree, a hardlink for every file. Each
+// tree is added (add) as soon as it is unpacked, while others still are, so
+// linking costs no pass of its own at the end; finish adds the metadata files,
+// makes everything read-only and durable, and renames it into layers/sha256.
 // Two blobs providing the same path are an error (ErrConflict) naming both,
 // unless both provide it as a directory.
-func (c *Cache) assemble(ctx context.Context, md digest.Digest, m *v1.Manifest, manifest, config []byte) (string, error) {
-	hex := md.Encoded()
-	work, err := os.MkdirTemp(c.tmpDir(), "layer-"+hex+"-*")
+type layerBuild struct {
+	c      *Cache
+	md     digest.Digest
+	m      *v1.Manifest
+	work   string
+	mu     sync.Mutex
+	owners map[string]owner
+	dirs   []string // made, relative to work
+}
+
+// owner is the blob (by manifest index) that provides a path.
+type owner struct {
+	blob int
+	dir  bool
+}
+
+func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, error) {
+	work, err := os.MkdirTemp(c.tmpDir(), "layer-"+md.Encoded()+"-*")
 	if err != nil {
-		return "", fmt.Errorf("creating work directory: %w", err)
+		return nil, fmt.Errorf("creating work directory: %w", err)
 	}
-	done := false
-	defer func() {
-		if !done {
-			forceRemoveAll(work)
-		}
-	}()
 	if err := os.Chmod(work, 0o755); err != nil {
-		return "", err
+		os.Remove(work)
+		return nil, err
 	}
-	type owner struct {
-		title string
-		dir   bool
+	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{}}, nil
+}
+
+// abort removes the work directory unless finish moved it into place.
+func (b *layerBuild) abort() {
+	if b.work != "" {
+		forceRemoveAll(b.work)
 	}
-	owners := map[string]owner{}
-	var dirs []string
-	for _, l := range m.Layers {
-		th := l.Digest.Encoded()
-		recs, err := c.readFiles(th)
-		if err != nil {
-			return "", fmt.Errorf("blob %s (%s): %w: run `pylayer doctor --repair`", l.Digest, titleOf(l), err)
+}
+
+// add links the tree of blob i, unpacked at dir, into the layer: recs is its
+// file list, or nil to read it from the cache. Safe for concurrent use; the
+// paths are claimed (and directories made) under a lock, the files linked
+// outside it.
+func (b *layerBuild) add(ctx context.Context, i int, dir string, recs []record) error {
+	l := b.m.Layers[i]
+	if recs == nil {
+		var err error
+		if recs, err = b.c.readFiles(l.Digest.Encoded()); err != nil {
+			return fmt.Errorf("%w: run `pylayer doctor --repair`", err)
 		}
-		title := titleOf(l)
-		for i, r := range recs {
-			if i%1024 == 0 {
-				if err := ctx.Err(); err != nil {
-					return "", err
-				}
+	}
+	files, err := b.claim(i, recs)
+	if err != nil {
+		return err
+	}
+	for k, p := range files {
+		if k%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
 			}
-			if r.Link != "" && m.ArtifactType != oci.ArtifactTypePython {
-				// Trees are shared by blob digest: one unpacked for an interpreter
-				// must not bring its links into a package layer.
-				return "", fmt.Errorf("%w: %q in %s is a symlink: package layers hold regular files and directories only", ErrUnsafeArchive, r.Path, title)
-			}
-			if prev, seen := owners[r.Path]; seen {
-				if prev.dir && r.Dir {
-					continue
-				}
-				return "", fmt.Errorf("%w: %q is provided by both %q and %q", ErrConflict, r.Path, prev.title, title)
-			}
-			owners[r.Path] = owner{title: title, dir: r.Dir}
-			dst := filepath.Join(work, filepath.FromSlash(r.Path))
-			if r.Dir {
-				if err := os.Mkdir(dst, 0o755); err != nil {
-					return "", fmt.Errorf("assembling %q: %w", r.Path, err)
-				}
-				dirs = append(dirs, r.Path)
+		}
+		rel := filepath.FromSlash(p)
+		if err := os.Link(filepath.Join(dir, rel), filepath.Join(b.work, rel)); err != nil {
+			return fmt.Errorf("assembling %q from %s: %w (is the tree damaged? run `pylayer doctor --repair`)", p, titleOf(l), err)
+		}
+	}
+	return nil
+}
+
+// claim records blob i as the owner of its paths, makes the directories no
+// other blob made yet, and returns the paths to link.
+func (b *layerBuild) claim(i int, recs []record) ([]string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	files := make([]string, 0, len(recs))
+	for _, r := range recs {
+		if r.Link != "" && b.m.ArtifactType != oci.ArtifactTypePython {
+			// Trees are shared by blob digest: one unpacked for an interpreter
+			// must not bring its links into a package layer.
+			return nil, fmt.Errorf("%w: %q in %s is a symlink: package layers hold regular files and directories only", ErrUnsafeArchive, r.Path, titleOf(b.m.Layers[i]))
+		}
+		if prev, seen := b.owners[r.Path]; seen {
+			if prev.dir && r.Dir {
 				continue
 			}
-			src := filepath.Join(c.treeDir(th), filepath.FromSlash(r.Path))
-			if err := os.Link(src, dst); err != nil {
-				return "", fmt.Errorf("assembling %q from %s: %w (is the tree damaged? run `pylayer doctor --repair`)", r.Path, title, err)
-			}
+			first, second := b.m.Layers[min(prev.blob, i)], b.m.Layers[max(prev.blob, i)]
+			return nil, fmt.Errorf("%w: %q is provided by both %q and %q", ErrConflict, r.Path, titleOf(first), titleOf(second))
+		}
+		b.owners[r.Path] = owner{blob: i, dir: r.Dir}
+		if !r.Dir {
+			files = append(files, r.Path)
+			continue
+		}
+		if err := os.Mkdir(filepath.Join(b.work, filepath.FromSlash(r.Path)), 0o755); err != nil {
+			return nil, fmt.Errorf("assembling %q: %w", r.Path, err)
+		}
+		b.dirs = append(b.dirs, r.Path)
+	}
+	return files, nil
+}
+
+// finish writes the metadata files, makes the layer read-only, flushes it and
+// the pending trees it links to with one syncfs, then renames the trees into
+// place and after them the layer, and returns its root.
+func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pending []*pendingTree, emit func(Event)) (string, error) {
+	c := b.c
+	discard := func() {
+		for _, p := range pending {
+			p.discard()
 		}
 	}
-	meta := filepath.Join(work, metaDir)
+	meta := filepath.Join(b.work, metaDir)
 	if err := os.Mkdir(meta, 0o755); err != nil {
+		discard()
 		return "", err
 	}
-	dirs = append(dirs, metaDir)
-	if err := writeReadOnly(filepath.Join(meta, metaManifest), manifest); err != nil {
-		return "", fmt.Errorf("writing %s: %w", metaManifest, err)
+	for name, content := range map[string][]byte{metaManifest: manifest, metaLock: config} {
+		if err := writeFileMode(filepath.Join(meta, name), content, modeFile, false); err != nil {
+			discard()
+			return "", fmt.Errorf("writing %s: %w", name, err)
+		}
 	}
-	if err := writeReadOnly(filepath.Join(meta, metaLock), config); err != nil {
-		return "", fmt.Errorf("writing %s: %w", metaLock, err)
-	}
-	if err := seal(ctx, work, dirs); err != nil {
+	if err := sealDirs(b.work, append(b.dirs, metaDir)); err != nil {
+		discard()
 		return "", err
+	}
+	if err := syncFS(ctx, c.tmpDir()); err != nil { // the trees' work directories too: one file system
+		discard()
+		return "", err
+	}
+	if len(pending) > 0 {
+		if err := c.placeTrees(ctx, pending, emit); err != nil {
+			return "", err
+		}
 	}
 	testHook("assembled")
-	root := c.layerDir(hex)
-	if err := moveSealed(work, root); err != nil {
+	root := c.layerDir(b.md.Encoded())
+	if err := moveSealed(b.work, root); err != nil {
 		if _, serr := os.Lstat(root); serr == nil {
 			return "", fmt.Errorf("%w: %s exists but is not a complete layer: run `pylayer doctor --repair`", ErrInvalidCache, root)
 		}
 		return "", fmt.Errorf("moving the layer into place: %w", err)
 	}
-	done = true
+	b.work = ""
 	if err := syncDir(ctx, filepath.Dir(root)); err != nil {
 		return "", err
 	}

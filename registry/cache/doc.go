@@ -15,11 +15,16 @@
 //	<root>/tmp/                        work in progress; nothing here is ever read back
 //
 // Everything under trees/ and layers/ appears by one atomic rename of a
-// directory that is complete, fsynced and read-only, so a crash (kill -9 at any
+// directory that is complete, durable and read-only, so a crash (kill -9 at any
 // point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
-// them once their lock is free. Cross-process flock locks make many processes
-// installing the same layer download and unpack each blob once. A layer that a
-// running sandbox holds (Hold) is never removed by GC.
+// them once their lock is free. An install unpacks its missing blobs in
+// parallel (small blobs fetched into memory, never written to tmp/), links each
+// tree into the layer root as soon as it is unpacked, and makes the new trees
+// and the layer durable with one syncfs before renaming them into place, trees
+// first. Cross-process flock locks make many processes installing the same
+// layer download and unpack each blob once; an install never waits for a tree
+// lock while it holds trees not yet in place. A layer that a running sandbox
+// holds (Hold) is never removed by GC.
 //
 // Archives are unpacked defensively by oci/untar (regular files and directories
 // only, no links, devices, setuid bits, absolute or ".." paths, duplicate

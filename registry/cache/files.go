@@ -142,11 +142,10 @@ func treeBytes(recs []record) int64 {
 	return n
 }
 
-// seal makes the directories below dir (not dir itself: renaming a directory
-// to another parent needs write access to it) read-only, deepest first, and
-// flushes everything written below dir to disk with one syncfs(2), which costs
-// far less than an fsync per file and directory. dirs are paths relative to dir.
-func seal(ctx context.Context, dir string, dirs []string) error {
+// sealDirs makes the directories below dir (not dir itself: renaming a
+// directory to another parent needs write access to it) read-only, deepest
+// first. dirs are paths relative to dir.
+func sealDirs(dir string, dirs []string) error {
 	sorted := append([]string(nil), dirs...)
 	sort.Sort(sort.Reverse(sort.StringSlice(sorted)))
 	for _, d := range sorted {
@@ -155,11 +154,14 @@ func seal(ctx context.Context, dir string, dirs []string) error {
 			return fmt.Errorf("making %q read-only: %w", p, err)
 		}
 	}
-	return syncFS(ctx, dir)
+	return nil
 }
 
-// syncFS flushes the file system that holds dir (see durable).
+// syncFS flushes the file system that holds dir (see durable) with one
+// syncfs(2), which costs far less than an fsync per file and directory: an
+// install calls it once, for its new trees and its layer together.
 func syncFS(ctx context.Context, dir string) error {
+	testHook("syncfs")
 	if !durable {
 		return nil
 	}
@@ -263,15 +265,21 @@ func hashFile(p string) (string, int64, error) {
 
 // writeReadOnly writes a file that must never change: 0444, fsynced.
 func writeReadOnly(p string, content []byte) error {
+	return writeFileMode(p, content, modeFile, true)
+}
+
+// writeFileMode writes a new file with mode, fsynced if sync is set (else a
+// syncfs must cover it before it is renamed into view).
+func writeFileMode(p string, content []byte, mode os.FileMode, sync bool) error {
 	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return err
 	}
 	_, err = f.Write(content)
 	if err == nil {
-		err = f.Chmod(modeFile)
+		err = f.Chmod(mode)
 	}
-	if err == nil {
+	if err == nil && sync {
 		err = fsync(f)
 	}
 	if cerr := f.Close(); err == nil {

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -96,11 +94,16 @@ func (c *Cache) Install(ctx context.Context, md digest.Digest, manifest []byte, 
 			progress(e)
 		}
 	}
-	if err := c.ensureTrees(ctx, m.Layers, m.ArtifactType == oci.ArtifactTypePython, fetch, emit); err != nil {
+	lb, err := c.newLayerBuild(md, m)
+	if err != nil {
 		return "", err
 	}
-	root, err = c.assemble(ctx, md, m, manifest, config)
+	defer lb.abort()
+	pending, err := c.ensureTrees(ctx, m.Layers, m.ArtifactType == oci.ArtifactTypePython, fetch, emit, lb)
 	if err != nil {
+		return "", err
+	}
+	if root, err = lb.finish(ctx, manifest, config, pending, emit); err != nil {
 		return "", err
 	}
 	c.touch(hex)
@@ -168,176 +171,6 @@ func (c *Cache) fetchConfig(ctx context.Context, d v1.Descriptor, fetch Fetch) (
 		return nil, fmt.Errorf("%w: config %s is not JSON", oci.ErrInvalidManifest, d.Digest)
 	}
 	return b, nil
-}
-
-// ensureTrees makes sure every blob has its tree, c.parallel at a time; the
-// first failure cancels the rest. links allows symlinks inside the trees
-// (interpreter artifacts only).
-func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links bool, fetch Fetch, emit func(Event)) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(layers))
-	sem := make(chan struct{}, c.parallel)
-	var wg sync.WaitGroup
-	for i, l := range layers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			if err := c.ensureTree(ctx, l, links, fetch, emit); err != nil {
-				errs[i] = fmt.Errorf("blob %s (%s): %w", l.Digest, titleOf(l), err)
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
-	var first error
-	for _, err := range errs {
-		if err != nil && !errors.Is(err, context.Canceled) {
-			return err // the cause, not the cancellations it caused
-		}
-		if first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// hasTree reports whether the tree of blob hex is in the cache. A tree
-// directory without its file list is damaged (the list is renamed into place
-// first), which needs a repair, not a second unpack over it.
-func (c *Cache) hasTree(hex string) (bool, error) {
-	fi, err := os.Lstat(c.treeDir(hex))
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if !fi.IsDir() {
-		return false, fmt.Errorf("%w: %s is a %s: run `pylayer doctor --repair`", ErrInvalidCache, c.treeDir(hex), kindOf(fi.Mode()))
-	}
-	if _, err := os.Lstat(c.treeFiles(hex)); err != nil {
-		return false, fmt.Errorf("%w: tree %s has no file list (%v): run `pylayer doctor --repair`", ErrInvalidCache, hex, err)
-	}
-	return true, nil
-}
-
-// ensureTree fetches, verifies and unpacks one blob unless its tree exists:
-// work happens in tmp/tree-<hex>-*, and the file list then the tree are
-// renamed into trees/sha256 once complete, fsynced and read-only.
-func (c *Cache) ensureTree(ctx context.Context, d v1.Descriptor, links bool, fetch Fetch, emit func(Event)) error {
-	hex := d.Digest.Encoded()
-	cached := Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true}
-	if ok, err := c.hasTree(hex); err != nil || ok {
-		if ok {
-			fixTop(c.treeDir(hex))
-			emit(cached)
-		}
-		return err
-	}
-	l, err := acquire(ctx, c.lockPath("tree", hex), lockMode{exclusive: true, wait: true, create: true})
-	if err != nil {
-		return err
-	}
-	defer l.release()
-	if ok, err := c.hasTree(hex); err != nil || ok { // unpacked while we waited
-		if ok {
-			emit(cached)
-		}
-		return err
-	}
-	work, err := os.MkdirTemp(c.tmpDir(), "tree-"+hex+"-*")
-	if err != nil {
-		return fmt.Errorf("creating work directory: %w", err)
-	}
-	defer forceRemoveAll(work) // holds only the blob once the tree is in place
-	blob := filepath.Join(work, "blob")
-	if err := c.download(ctx, d, fetch, blob, emit); err != nil {
-		return err
-	}
-	testHook("fetched")
-	f, err := os.Open(blob)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tree := filepath.Join(work, "tree")
-	recs, err := unpack(ctx, bufio.NewReaderSize(f, 1<<20), d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
-	if err != nil {
-		return err
-	}
-	testHook("unpacked")
-	list, err := marshalFiles(d.Digest, recs)
-	if err != nil {
-		return err
-	}
-	if err := writeReadOnly(filepath.Join(work, "files"), list); err != nil {
-		return fmt.Errorf("writing the file list: %w", err)
-	}
-	if err := seal(ctx, tree, dirsOf(recs)); err != nil {
-		return err
-	}
-	if err := os.Rename(filepath.Join(work, "files"), c.treeFiles(hex)); err != nil {
-		return fmt.Errorf("moving the file list into place: %w", err)
-	}
-	testHook("listed")
-	if err := moveSealed(tree, c.treeDir(hex)); err != nil {
-		return fmt.Errorf("moving the tree into place: %w", err)
-	}
-	if err := syncDir(ctx, filepath.Dir(c.treeDir(hex))); err != nil {
-		return err
-	}
-	emit(Event{Blob: d.Digest, Title: titleOf(d), Bytes: d.Size, Total: d.Size, Done: true})
-	return nil
-}
-
-// download streams blob d into dst, checking its size and sha256 on the way
-// (oci.VerifyReader).
-func (c *Cache) download(ctx context.Context, d v1.Descriptor, fetch Fetch, dst string, emit func(Event)) error {
-	rc, err := fetch(ctx, d)
-	if err != nil {
-		return fmt.Errorf("fetching: %w", err)
-	}
-	defer rc.Close()
-	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	pr := &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
-	if _, err := io.Copy(f, oci.NewVerifyReader(pr, d)); err != nil {
-		return fmt.Errorf("fetching: %w", err)
-	}
-	return f.Close()
-}
-
-// progressReader reports fetched bytes about every MiB and honours ctx.
-type progressReader struct {
-	ctx  context.Context
-	r    io.Reader
-	emit func(Event)
-	ev   Event
-	last int64
-}
-
-func (p *progressReader) Read(b []byte) (int, error) {
-	if err := p.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := p.r.Read(b)
-	p.ev.Bytes += int64(n)
-	if p.ev.Bytes-p.last >= 1<<20 {
-		p.last = p.ev.Bytes
-		p.emit(p.ev)
-	}
-	return n, err
 }
 
 // touch records that layer hex was used now (the mtime of its hold lock

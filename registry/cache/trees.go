@@ -1,0 +1,350 @@
+package cache
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// maxMemBlobBytes: a blob up to this size is fetched into memory, not into a
+// file under tmp/ that is written, read back and deleted (and, were a syncfs to
+// catch it, flushed to disk for nothing). One install holds at most
+// c.parallel of them. A variable for tests.
+var maxMemBlobBytes int64 = 32 << 20
+
+// pendingTree is a tree this install unpacked: complete and read-only under
+// work (tree/ and its file list, files), not yet durable nor visible. Its tree
+// lock is held until it is committed or discarded.
+type pendingTree struct {
+	d    v1.Descriptor
+	work string // tmp/tree-<hex>-*
+	lock *fileLock
+}
+
+// discard removes a pending tree and frees its lock.
+func (p *pendingTree) discard() {
+	forceRemoveAll(p.work)
+	p.lock.release()
+}
+
+// ensureTrees makes sure every blob has its tree, c.parallel at a time, and
+// adds each to the layer being built (lb) as soon as it is there. The first
+// failure cancels the rest.
+//
+// Trees this install unpacks are returned pending: the caller makes them
+// durable with one syncfs for the whole install, the layer included (commit),
+// instead of one per tree. Their locks are held until then, so that no other
+// process unpacks them too; to hold locks without waiting for any (two
+// installs each holding a tree the other waits for would deadlock), a tree
+// whose lock is busy is skipped at first, and waited for only once this
+// install's pending trees are committed and their locks released.
+func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links bool, fetch Fetch, emit func(Event), lb *layerBuild) (pending []*pendingTree, err error) {
+	var mu sync.Mutex
+	defer func() {
+		if err != nil {
+			for _, p := range pending {
+				p.discard()
+			}
+			pending = nil
+		}
+	}()
+	var busy []int
+	err = c.eachLayer(ctx, len(layers), func(ctx context.Context, i int) error {
+		p, err := c.ensureTree(ctx, i, layers[i], links, fetch, emit, lb, false)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case errors.Is(err, errBusy):
+			busy = append(busy, i)
+		case err != nil:
+			return fmt.Errorf("blob %s (%s): %w", layers[i].Digest, titleOf(layers[i]), err)
+		case p != nil:
+			pending = append(pending, p)
+		}
+		return nil
+	})
+	if err != nil || len(busy) == 0 {
+		return pending, err
+	}
+	// Another process is unpacking some of these trees: commit ours, so that it
+	// can go on if it waits for them, then wait for its trees (or make those
+	// whose maker gave up), each made durable on its own.
+	p := pending
+	pending = nil
+	if err := c.commitTrees(ctx, p, emit); err != nil {
+		return nil, err
+	}
+	return nil, c.eachLayer(ctx, len(busy), func(ctx context.Context, k int) error {
+		l := layers[busy[k]]
+		p, err := c.ensureTree(ctx, busy[k], l, links, fetch, emit, lb, true)
+		if err == nil && p != nil {
+			err = c.commitTrees(ctx, []*pendingTree{p}, emit)
+		}
+		if err != nil {
+			return fmt.Errorf("blob %s (%s): %w", l.Digest, titleOf(l), err)
+		}
+		return nil
+	})
+}
+
+// eachLayer runs f for 0..n-1, c.parallel at a time; the first failure
+// cancels the rest and is returned (the cause, not the cancellations it caused).
+func (c *Cache) eachLayer(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	sem := make(chan struct{}, c.parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				errs[i] = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			if errs[i] = f(ctx, i); errs[i] != nil {
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	var first error
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// hasTree reports whether the tree of blob hex is in the cache. A tree
+// directory without its file list is damaged (the list is renamed into place
+// first), which needs a repair, not a second unpack over it.
+func (c *Cache) hasTree(hex string) (bool, error) {
+	fi, err := os.Lstat(c.treeDir(hex))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !fi.IsDir() {
+		return false, fmt.Errorf("%w: %s is a %s: run `pylayer doctor --repair`", ErrInvalidCache, c.treeDir(hex), kindOf(fi.Mode()))
+	}
+	if _, err := os.Lstat(c.treeFiles(hex)); err != nil {
+		return false, fmt.Errorf("%w: tree %s has no file list (%v): run `pylayer doctor --repair`", ErrInvalidCache, hex, err)
+	}
+	return true, nil
+}
+
+// ensureTree adds the tree of blob i to lb, unpacking it first unless it
+// exists: it is fetched and verified, unpacked in tmp/tree-<hex>-*, listed and
+// made read-only there, and returned pending (not yet durable, its lock held).
+// Unless wait is set, a busy tree lock is errBusy.
+func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bool, fetch Fetch, emit func(Event), lb *layerBuild, wait bool) (*pendingTree, error) {
+	hex := d.Digest.Encoded()
+	cached := func() (*pendingTree, error) {
+		emit(Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true})
+		return nil, lb.add(ctx, i, c.treeDir(hex), nil)
+	}
+	if ok, err := c.hasTree(hex); err != nil || ok {
+		if err != nil {
+			return nil, err
+		}
+		fixTop(c.treeDir(hex))
+		return cached()
+	}
+	l, err := acquire(ctx, c.lockPath("tree", hex), lockMode{exclusive: true, wait: wait, create: true})
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := c.hasTree(hex); err != nil || ok { // unpacked while we waited
+		l.release()
+		if err != nil {
+			return nil, err
+		}
+		return cached()
+	}
+	p := &pendingTree{d: d, lock: l}
+	if p.work, err = os.MkdirTemp(c.tmpDir(), "tree-"+hex+"-*"); err != nil {
+		l.release()
+		return nil, fmt.Errorf("creating work directory: %w", err)
+	}
+	if err := c.makeTree(ctx, i, p, links, fetch, emit, lb); err != nil {
+		p.discard()
+		return nil, err
+	}
+	return p, nil
+}
+
+// makeTree fetches, verifies and unpacks p's blob into p.work, writes its file
+// list, makes its directories read-only and adds it to lb.
+func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool, fetch Fetch, emit func(Event), lb *layerBuild) error {
+	blob, err := c.fetchBlob(ctx, p.d, fetch, p.work, emit)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	testHook("fetched")
+	tree := filepath.Join(p.work, "tree")
+	recs, err := unpack(ctx, blob, p.d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
+	if err != nil {
+		return err
+	}
+	testHook("unpacked")
+	list, err := marshalFiles(p.d.Digest, recs)
+	if err != nil {
+		return err
+	}
+	// Not fsynced: the syncfs of commit covers it, before it is renamed into view.
+	if err := writeFileMode(filepath.Join(p.work, "files"), list, modeFile, false); err != nil {
+		return fmt.Errorf("writing the file list: %w", err)
+	}
+	if err := sealDirs(tree, dirsOf(recs)); err != nil {
+		return err
+	}
+	return lb.add(ctx, i, tree, recs)
+}
+
+// commitTrees makes pending trees durable with one syncfs, then renames each
+// into trees/sha256 (its file list first), fsyncs that directory, and frees
+// their locks. On error the trees not yet in place are discarded.
+func (c *Cache) commitTrees(ctx context.Context, pending []*pendingTree, emit func(Event)) error {
+	if len(pending) == 0 {
+		return nil
+	}
+	if err := syncFS(ctx, c.tmpDir()); err != nil {
+		for _, p := range pending {
+			p.discard()
+		}
+		return err
+	}
+	return c.placeTrees(ctx, pending, emit)
+}
+
+// placeTrees renames durable pending trees into place, fsyncs trees/sha256,
+// and frees their locks; on error the trees not yet in place are discarded.
+func (c *Cache) placeTrees(ctx context.Context, pending []*pendingTree, emit func(Event)) error {
+	var err error
+	placed := pending[:0:0]
+	for _, p := range pending {
+		if err == nil {
+			if err = c.placeTree(p); err == nil {
+				placed = append(placed, p)
+				continue
+			}
+			err = fmt.Errorf("blob %s (%s): %w", p.d.Digest, titleOf(p.d), err)
+		}
+		p.discard()
+	}
+	if serr := syncDir(ctx, filepath.Dir(c.treeDir("x"))); err == nil {
+		err = serr
+	}
+	for _, p := range placed {
+		forceRemoveAll(p.work) // empty now
+		p.lock.release()
+		if err == nil {
+			emit(Event{Blob: p.d.Digest, Title: titleOf(p.d), Bytes: p.d.Size, Total: p.d.Size, Done: true})
+		}
+	}
+	return err
+}
+
+func (c *Cache) placeTree(p *pendingTree) error {
+	hex := p.d.Digest.Encoded()
+	if err := os.Rename(filepath.Join(p.work, "files"), c.treeFiles(hex)); err != nil {
+		return fmt.Errorf("moving the file list into place: %w", err)
+	}
+	testHook("listed")
+	if err := moveSealed(filepath.Join(p.work, "tree"), c.treeDir(hex)); err != nil {
+		return fmt.Errorf("moving the tree into place: %w", err)
+	}
+	return nil
+}
+
+// fetchBlob fetches blob d, checking its size and sha256 on the way
+// (oci.VerifyReader), and returns it once verified: in memory when it is
+// small, else from a file in work.
+func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, work string, emit func(Event)) (io.ReadCloser, error) {
+	rc, err := fetch(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("fetching: %w", err)
+	}
+	defer rc.Close()
+	pr := &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
+	vr := oci.NewVerifyReader(pr, d)
+	if d.Size <= maxMemBlobBytes {
+		var buf bytes.Buffer
+		buf.Grow(int(d.Size) + bytes.MinRead)
+		if _, err := buf.ReadFrom(vr); err != nil {
+			return nil, fmt.Errorf("fetching: %w", err)
+		}
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+	}
+	name := filepath.Join(work, "blob")
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(f, vr); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("fetching: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &blobFile{Reader: bufio.NewReaderSize(f, 1<<20), f: f}, nil
+}
+
+// blobFile reads a fetched blob back from its file, removing the file on Close.
+type blobFile struct {
+	io.Reader
+	f *os.File
+}
+
+func (b *blobFile) Close() error {
+	err := b.f.Close()
+	os.Remove(b.f.Name())
+	return err
+}
+
+// progressReader reports fetched bytes about every MiB and honours ctx.
+type progressReader struct {
+	ctx  context.Context
+	r    io.Reader
+	emit func(Event)
+	ev   Event
+	last int64
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	if err := p.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := p.r.Read(b)
+	p.ev.Bytes += int64(n)
+	if p.ev.Bytes-p.last >= 1<<20 {
+		p.last = p.ev.Bytes
+		p.emit(p.ev)
+	}
+	return n, err
+}

@@ -1,0 +1,131 @@
+package cache
+
+import (
+	"context"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// hookSteps replaces testHook for the test with f, called under a lock.
+func hookSteps(t *testing.T, f func(step string)) {
+	var mu sync.Mutex
+	old := testHook
+	testHook = func(step string) {
+		mu.Lock()
+		defer mu.Unlock()
+		f(step)
+	}
+	t.Cleanup(func() { testHook = old })
+}
+
+// TestInstallOneSyncFS: an install flushes its new trees and its layer with
+// one syncfs, and nothing of it is visible before that flush.
+func TestInstallOneSyncFS(t *testing.T) {
+	for _, inMemory := range []bool{true, false} {
+		name := map[bool]string{true: "blobs in memory", false: "blobs in files"}[inMemory]
+		t.Run(name, func(t *testing.T) {
+			if !inMemory {
+				old := maxMemBlobBytes
+				maxMemBlobBytes = 0
+				t.Cleanup(func() { maxMemBlobBytes = old })
+			}
+			ctx := context.Background()
+			c := openCache(t, WithParallelism(2))
+			s := newStore()
+			fx1 := s.add(artifact(t, "k1", wheelA, wheelB, wheelC))
+			other := wheel{"d-1.0-py3-none-any.whl", map[string]string{"site-packages/d.py": "D = 4\n"}}
+			fx2 := s.add(artifact(t, "k2", wheelB, other))
+			trees := filepath.Join(c.Root(), "trees", "sha256")
+			layers := filepath.Join(c.Root(), "layers", "sha256")
+			for _, tc := range []struct {
+				fx         fixture
+				treesSeen  int // tree entries (directory and list) visible at the flush: the earlier installs'
+				layersSeen int
+			}{{fx1, 0, 0}, {fx2, 6, 1}} {
+				syncs := 0
+				hookSteps(t, func(step string) {
+					if step != "syncfs" {
+						return
+					}
+					syncs++
+					if n := names(t, trees); len(n) != tc.treesSeen {
+						t.Errorf("at the syncfs, trees/ holds %v: want %d entries, none of this install", n, tc.treesSeen)
+					}
+					if n := names(t, layers); len(n) != tc.layersSeen {
+						t.Errorf("at the syncfs, layers/ holds %v", n)
+					}
+				})
+				root, err := c.Install(ctx, tc.fx.md, tc.fx.manifest, s.fetch, nil)
+				must(t, err)
+				if syncs != 1 {
+					t.Errorf("install of %s: %d syncfs calls, want 1", tc.fx.md, syncs)
+				}
+				if got, ok := c.Layer(tc.fx.md); !ok || got != root {
+					t.Errorf("Layer = %q, %v; want %q", got, ok, root)
+				}
+			}
+			if n := names(t, filepath.Join(c.Root(), "tmp")); len(n) != 0 {
+				t.Errorf("tmp/ not empty: %v", n)
+			}
+			for _, fx := range []fixture{fx1, fx2} {
+				for _, l := range fx.layers {
+					if n := s.count(l.Digest); n != 1 {
+						t.Errorf("blob %s fetched %d times, want 1", l.Digest, n)
+					}
+				}
+			}
+			assertConsistent(t, c)
+		})
+	}
+}
+
+// TestInstallBusyTree: a tree whose lock another installer holds is not
+// waited for while this install holds pending trees of its own (two installs
+// waiting for each other's trees would deadlock): the others are committed
+// first, and the busy one is made once its lock is free.
+func TestInstallBusyTree(t *testing.T) {
+	ctx := context.Background()
+	c := openCache(t, WithParallelism(2))
+	s := newStore()
+	fx := s.add(artifact(t, "k", wheelA, wheelB, wheelC))
+	busy := fx.layers[1].Digest.Encoded()
+	held, err := acquire(ctx, c.lockPath("tree", busy), lockMode{exclusive: true, wait: true, create: true})
+	must(t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Install(ctx, fx.md, fx.manifest, s.fetch, nil)
+		done <- err
+	}()
+	// The two free trees appear (a directory and a list each) while the third is held.
+	trees := filepath.Join(c.Root(), "trees", "sha256")
+	for deadline := time.Now().Add(time.Minute); len(names(t, trees)) < 4; {
+		select {
+		case err := <-done:
+			t.Fatalf("install finished while a tree lock was held: %v", err)
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			held.release()
+			t.Fatalf("the free trees never appeared while one was busy: trees/ = %v", names(t, trees))
+		}
+	}
+	if ok, _ := c.hasTree(busy); ok {
+		t.Errorf("the busy tree was made while its lock was held")
+	}
+	held.release()
+	must(t, <-done)
+	if _, ok := c.Layer(fx.md); !ok {
+		t.Fatal("the layer is not installed")
+	}
+	for _, l := range fx.layers {
+		if n := s.count(l.Digest); n != 1 {
+			t.Errorf("blob %s fetched %d times, want 1", l.Digest, n)
+		}
+	}
+	if n := names(t, filepath.Join(c.Root(), "tmp")); len(n) != 0 {
+		t.Errorf("tmp/ not empty: %v", n)
+	}
+	assertConsistent(t, c)
+}
