@@ -129,7 +129,13 @@ func (r *remoteRepo) connError(err error) error {
 	case errors.As(err, &plain):
 		return fmt.Errorf("%s: %w", r.Name(), plain)
 	case errors.As(err, &unknownCA) || errors.As(err, &certErr) && !errors.As(err, &hostErr):
-		return fmt.Errorf("%s: the TLS certificate of %s is not trusted: pass --ca-file with the CA that signed it (or list it with --insecure-registry): %w", r.Name(), r.host, err)
+		// Only the certificate's error: the transport's own text goes on about its
+		// fallback to plain HTTP, which is not what went wrong.
+		var cause error = unknownCA
+		if certErr != nil {
+			cause = certErr
+		}
+		return fmt.Errorf("%s: the TLS certificate of %s is not trusted (%v): pass --ca-file with the CA that signed it (or list it with --insecure-registry): %w", r.Name(), r.host, cause, ErrUntrustedCert)
 	case errors.As(err, &hostErr):
 		return fmt.Errorf("%s: the TLS certificate of %s is not valid for that name: %v", r.Name(), r.host, hostErr)
 	case errors.As(err, &terr) && (terr.StatusCode == http.StatusUnauthorized || terr.StatusCode == http.StatusForbidden):
@@ -138,11 +144,23 @@ func (r *remoteRepo) connError(err error) error {
 	return fmt.Errorf("%s: connecting to %s: %w", r.Name(), r.host, err)
 }
 
+// authError says what went wrong with the credentials, and where they came from: none
+// were found (so none were sent), or the registry refused the ones a source gave.
 func (r *remoteRepo) authError(status int, action string) error {
-	if status == http.StatusForbidden {
-		return fmt.Errorf("%s: access denied: the credentials for %s may not %s this repository: %w", r.Name(), r.host, action, ErrUnauthorized)
+	src := credentialSource(r.host, r.opts.Keychain == authn.DefaultKeychain)
+	anonymous := r.auth == authn.Anonymous
+	switch {
+	case status == http.StatusForbidden && anonymous:
+		return fmt.Errorf("%s: access denied: anonymous access may not %s this repository, and no credentials for %s were found in %s: run `docker login %s`: %w",
+			r.Name(), action, r.host, src, r.host, ErrUnauthorized)
+	case status == http.StatusForbidden:
+		return fmt.Errorf("%s: access denied: the credentials for %s (from %s) may not %s this repository: %w", r.Name(), r.host, src, action, ErrUnauthorized)
+	case anonymous:
+		return fmt.Errorf("%s: authentication failed: no credentials for %s were found in %s (none were sent): run `docker login %s`, or set DOCKER_CONFIG to the directory of a config.json that has them: %w",
+			r.Name(), r.host, src, r.host, ErrUnauthorized)
 	}
-	return fmt.Errorf("%s: authentication failed: check the credentials for %s in $DOCKER_CONFIG/config.json or run docker login: %w", r.Name(), r.host, ErrUnauthorized)
+	return fmt.Errorf("%s: authentication failed: the registry rejected the credentials for %s from %s: check them, or run `docker login %s` again: %w",
+		r.Name(), r.host, src, r.host, ErrUnauthorized)
 }
 
 // do sends one request to the repository's API path ("manifests/<ref>", "blobs/<d>") or to
@@ -330,7 +348,7 @@ func (r *remoteRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, 
 		return nil, fmt.Errorf("%s: blob %s: %w: the registry sends %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, resp.ContentLength, d.Size)
 	}
 	body := &resumeBody{ctx: ctx, r: r, d: d, rc: resp.Body}
-	return oci.NewVerifyReader(body, d), nil
+	return newVerifiedBlob(body, d), nil
 }
 
 // HasBlob asks with HEAD. A registry reporting another size for the digest is an error.

@@ -41,4 +41,7 @@ var (
 	ErrDigestMismatch = oci.ErrDigestMismatch
 	ErrSizeMismatch   = oci.ErrSizeMismatch
 	ErrUnauthorized   = errors.New("unauthorized")
+	// ErrUntrustedCert: the registry's TLS certificate is signed by no CA this host
+	// trusts (pass --ca-file).
+	ErrUntrustedCert = errors.New("untrusted TLS certificate")
 )

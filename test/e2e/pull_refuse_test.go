@@ -96,7 +96,7 @@ func TestPullRefuses(t *testing.T) {
 		{name: "tampered blob", ref: w.Ref, trust: pub,
 			want: []string{"digest mismatch", tm.Layers[0].Digest.String()}},
 		{name: "wrong credentials", ref: x.Ref, trust: pub, env: []string{"DOCKER_CONFIG=" + wrongCfg},
-			want: []string{"authentication failed", "DOCKER_CONFIG"}, secret: wrongPassword},
+			want: []string{"authentication failed", "rejected the credentials", wrongCfg}, secret: wrongPassword},
 		{name: "registry down", ref: closed + "/team/signed@" + x.Digest, trust: pub,
 			want: []string{closed, "not answering", "attempts"}},
 		{name: "permanent 503", ref: permanent + "/team/signed@" + x.Digest, trust: pub,
