@@ -46,20 +46,24 @@ func baseTransport(o Options) (http.RoundTripper, error) {
 	return transport.NewUserAgent(&policyTransport{insecure: o.Insecure, inner: rt}, o.UserAgent), nil
 }
 
-// tlsConfig trusts the system roots plus caFile.
+// tlsConfig trusts the system roots plus caFile. Without caFile, RootCAs stays nil: crypto/tls
+// then verifies against the same system roots, loaded on the first TLS handshake instead of
+// parsing every certificate of /etc/ssl at start-up (tens of milliseconds) for a loopback or
+// plain-HTTP registry that needs none.
 func tlsConfig(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+	}
 	roots, err := x509.SystemCertPool()
 	if err != nil || roots == nil {
 		roots = x509.NewCertPool()
 	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading CA file: %w", err)
-		}
-		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA file %q holds no PEM certificate", caFile)
-		}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("reading CA file: %w", err)
+	}
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("CA file %q holds no PEM certificate", caFile)
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots}, nil
 }
