@@ -148,7 +148,7 @@ func (r *layoutRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, 
 		f.Close()
 		return nil, fmt.Errorf("%s: blob %s: %w: the file has %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, size, d.Size)
 	}
-	return oci.NewVerifyReader(fsx.ReadCloser(ctx, f), d), nil
+	return newVerifiedBlob(fsx.ReadCloser(ctx, f), d), nil
 }
 
 func (r *layoutRepo) HasBlob(ctx context.Context, d v1.Descriptor) (bool, error) {

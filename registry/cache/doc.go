@@ -29,8 +29,10 @@
 // Archives are unpacked defensively by oci/untar (regular files and directories
 // only, no links, devices, setuid bits, absolute or ".." paths, duplicate
 // entries, unknown PAX records; entry count and sizes capped on the bytes
-// actually read), and only after the blob matched its digest (oci.VerifyReader). Install trusts its caller to have verified the manifest's
-// signature; it re-checks that the manifest bytes match the digest.
+// actually read), and only after the blob matched its digest (oci.VerifyReader,
+// run by the cache, or by the fetch's reader when that is a Verifier of the very
+// blob: no blob is hashed twice). Install trusts its caller to have verified the
+// manifest's signature; it re-checks that the manifest bytes match the digest.
 //
 // The cache remembers who admitted each digest (Admit, Admissions): every
 // repository it came through, the trust rule that let it in and the keys that

@@ -17,9 +17,20 @@ import (
 	"github.com/pylayer/pylayer/oci"
 )
 
-// Fetch opens a blob of the artifact being installed. The reader should be
-// verified (registry.Repo.Blob is); Install checks size and digest again.
+// Fetch opens a blob of the artifact being installed. Install checks the size
+// and digest of what it reads, unless the reader is a Verifier of that very
+// descriptor (registry.Repo.Blob's are).
 type Fetch func(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error)
+
+// Verifier is a blob reader that checks its content against the descriptor it
+// names and returns io.EOF only once size and digest matched (it reads through
+// an oci.VerifyReader of that descriptor). Install reads a Verifier of the
+// descriptor it asked for to io.EOF instead of hashing the blob a second time;
+// any other reader, or a Verifier of another descriptor, it verifies itself.
+type Verifier interface {
+	io.Reader
+	VerifiesDescriptor() v1.Descriptor
+}
 
 // Event reports progress of one layer blob. Install calls the progress
 // callback from one goroutine at a time.

@@ -281,32 +281,47 @@ func (c *Cache) placeTree(p *pendingTree) error {
 }
 
 // fetchBlob fetches blob d, checking its size and sha256 on the way
-// (oci.VerifyReader), and returns it once verified: in memory when it is
-// small, else from a file in work.
+// (oci.VerifyReader, unless the reader is a Verifier of d), and returns it once
+// verified: in memory when it is small, else from a file in work.
 func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, work string, emit func(Event)) (io.ReadCloser, error) {
 	rc, err := fetch(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("fetching: %w", err)
 	}
 	defer rc.Close()
-	pr := &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
-	vr := oci.NewVerifyReader(pr, d)
+	var src io.Reader = &progressReader{ctx: ctx, r: rc, emit: emit, ev: Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size}}
+	if v, ok := rc.(Verifier); !ok || v.VerifiesDescriptor().Digest != d.Digest || v.VerifiesDescriptor().Size != d.Size {
+		src = oci.NewVerifyReader(src, d)
+	}
+	src = io.LimitReader(src, d.Size+1) // a Verifier never yields more; nothing else gets past the VerifyReader
+	var w interface {
+		io.Writer
+		io.ReaderFrom
+	}
+	var buf *bytes.Buffer
+	var f *os.File
 	if d.Size <= maxMemBlobBytes {
-		var buf bytes.Buffer
+		buf = new(bytes.Buffer)
 		buf.Grow(int(d.Size) + bytes.MinRead)
-		if _, err := buf.ReadFrom(vr); err != nil {
-			return nil, fmt.Errorf("fetching: %w", err)
+		w = buf
+	} else {
+		if f, err = os.OpenFile(filepath.Join(work, "blob"), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+			return nil, err
 		}
-		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+		w = f
 	}
-	name := filepath.Join(work, "blob")
-	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	n, err := w.ReadFrom(src)
+	if err == nil && n != d.Size {
+		err = fmt.Errorf("%s: %w: %d bytes, its descriptor states %d", d.Digest, oci.ErrSizeMismatch, n, d.Size)
+	}
 	if err != nil {
-		return nil, err
-	}
-	if _, err := io.Copy(f, vr); err != nil {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 		return nil, fmt.Errorf("fetching: %w", err)
+	}
+	if buf != nil {
+		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()

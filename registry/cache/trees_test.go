@@ -1,11 +1,19 @@
 package cache
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
 )
 
 // hookSteps replaces testHook for the test with f, called under a lock.
@@ -128,4 +136,66 @@ func TestInstallBusyTree(t *testing.T) {
 		t.Errorf("tmp/ not empty: %v", n)
 	}
 	assertConsistent(t, c)
+}
+
+// vouching is a blob reader that claims to verify d (Verifier), honestly or not.
+type vouching struct {
+	io.Reader
+	d v1.Descriptor
+}
+
+func (v vouching) VerifiesDescriptor() v1.Descriptor { return v.d }
+func (v vouching) Close() error                      { return nil }
+
+// TestInstallTrustsOnlyVerifiersOfTheBlob: the cache skips its own hash only for a
+// reader that verifies the very descriptor fetched; a corrupted blob is refused
+// whichever other reader brings it.
+func TestInstallTrustsOnlyVerifiersOfTheBlob(t *testing.T) {
+	ctx := context.Background()
+	s := newStore()
+	fx := s.add(artifact(t, "k", wheelA, wheelB))
+	serve := func(corrupt bool, wrap func(r io.Reader, d v1.Descriptor) vouching) Fetch {
+		return func(ctx context.Context, d v1.Descriptor) (io.ReadCloser, error) {
+			rc, err := s.fetch(ctx, d)
+			if err != nil || d.MediaType == oci.MediaTypeLock {
+				return rc, err
+			}
+			b, _ := io.ReadAll(rc)
+			if corrupt {
+				b[len(b)/2] ^= 1
+			}
+			return wrap(bytes.NewReader(b), d), nil
+		}
+	}
+	honest := func(r io.Reader, d v1.Descriptor) vouching { return vouching{oci.NewVerifyReader(r, d), d} }
+	otherDigest := func(r io.Reader, d v1.Descriptor) vouching {
+		return vouching{r, v1.Descriptor{Digest: digest.FromString("another blob"), Size: d.Size}}
+	}
+	otherSize := func(r io.Reader, d v1.Descriptor) vouching {
+		return vouching{r, v1.Descriptor{Digest: d.Digest, Size: d.Size + 1}}
+	}
+	for _, tc := range []struct {
+		name    string
+		fetch   Fetch
+		refused bool
+	}{
+		{"honest verifier, intact blob", serve(false, honest), false},
+		{"honest verifier, corrupted blob", serve(true, honest), true},
+		{"verifier of another digest", serve(true, otherDigest), true},
+		{"verifier of another size", serve(true, otherSize), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := openCache(t)
+			_, err := c.Install(ctx, fx.md, fx.manifest, tc.fetch, nil)
+			if tc.refused {
+				if !errors.Is(err, oci.ErrDigestMismatch) {
+					t.Fatalf("err = %v, want ErrDigestMismatch", err)
+				}
+				assertNothingLeft(t, c)
+				return
+			}
+			must(t, err)
+			assertConsistent(t, c)
+		})
+	}
 }
