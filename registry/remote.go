@@ -348,7 +348,7 @@ func (r *remoteRepo) Blob(ctx context.Context, d v1.Descriptor) (io.ReadCloser, 
 		return nil, fmt.Errorf("%s: blob %s: %w: the registry sends %d bytes, its descriptor states %d", r.Name(), d.Digest, ErrSizeMismatch, resp.ContentLength, d.Size)
 	}
 	body := &resumeBody{ctx: ctx, r: r, d: d, rc: resp.Body}
-	return oci.NewVerifyReader(body, d), nil
+	return newVerifiedBlob(body, d), nil
 }
 
 // HasBlob asks with HEAD. A registry reporting another size for the digest is an error.
