@@ -19,7 +19,9 @@ type buildFlags struct {
 func newBuildCmd(g *globals) *cobra.Command {
 	f := &buildFlags{}
 	cmd := &cobra.Command{
-		Use:   "build LOCK -o oci:DIR",
+		Use: "build LOCK -o oci:DIR",
+		Example: `  # build the layer, .pyc compiled by the interpreter sessions will run
+  pylayer build base.lock.json -o oci:./out --interpreter /usr/bin/python3.11`,
 		Short: "Build the layer artifact of a lock into an OCI layout; prints the manifest digest",
 		Long: `Build the OCI artifact of a lock: the lock as config, one reproducible layer blob per
 wheel. Wheels are fetched once into the wheelhouse (hash checked) and installed once per

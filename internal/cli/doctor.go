@@ -28,7 +28,10 @@ func newDoctorCmd(g *globals) *cobra.Command {
 	var python string
 	f := &regFlags{}
 	cmd := &cobra.Command{
-		Use:   "doctor [--repair] [--python REF]",
+		Use: "doctor [--repair] [--python REF]",
+		Example: `  pylayer doctor
+  pylayer doctor --python registry.internal/team/pylayer:python-current --trust cosign.pub
+  pylayer doctor --repair        # remove broken or half-written cache entries`,
 		Short: "Check the host: bwrap and namespaces, the interpreter in the sandbox, the trust policy, the cache",
 		Long: `Check what sessions on this host need: bwrap is present and can create namespaces, the
 interpreter runs inside the sandbox (or degraded mode is said plainly), a trust policy is

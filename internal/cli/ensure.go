@@ -56,8 +56,9 @@ func newEnsureCmd(g *globals) *cobra.Command {
 	var python, base string
 	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "ensure --python REF --base REF",
-		Short: "Host start-up: pull and verify the interpreter and base, probe imports in the sandbox, report",
+		Use:     "ensure --python REF --base REF",
+		Example: `  pylayer ensure --python reg/team/pylayer:python-current --base reg/team/pylayer:current --trust cosign.pub`,
+		Short:   "Host start-up: pull and verify the interpreter and base, probe imports in the sandbox, report",
 		Long: `Pull and verify the current interpreter and base layer, then import every distribution of
 the base inside a sandbox, and report. Failures (a download, a signature, an import) are
 reported in the result, never waited on: ensure always returns promptly, and exits 0 unless

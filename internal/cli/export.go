@@ -46,6 +46,6 @@ The output depends on the lock alone: the same lock gives the same bytes.`,
 	cmd.Flags().StringVar(&format, "format", "", "export format: "+strings.Join(lock.ExportFormats, " or "))
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
 	_ = cmd.MarkFlagRequired("format")
-	_ = cmd.RegisterFlagCompletionFunc("format", cobra.FixedCompletions(lock.ExportFormats, cobra.ShellCompDirectiveNoFileComp))
+	complete(cmd, "format", lock.ExportFormats...)
 	return cmd
 }

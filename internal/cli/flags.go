@@ -156,3 +156,10 @@ func human(n int64) string {
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
+
+// complete makes the shell complete flag's value to one of values (`pylayer completion`).
+func complete(cmd *cobra.Command, flag string, values ...string) {
+	if err := cmd.RegisterFlagCompletionFunc(flag, cobra.FixedCompletions(values, cobra.ShellCompDirectiveNoFileComp)); err != nil {
+		panic("cli: completing --" + flag + ": " + err.Error()) // a flag that does not exist: a bug here
+	}
+}

@@ -9,7 +9,9 @@ import (
 func newGCCmd(g *globals) *cobra.Command {
 	var maxBytes int64
 	cmd := &cobra.Command{
-		Use:   "gc [--max-bytes N]",
+		Use: "gc [--max-bytes N]",
+		Example: `  pylayer gc                      # remove what nothing refers to
+  pylayer gc --max-bytes 21474836480   # and then the oldest unheld layers down to 20 GiB`,
 		Short: "Remove cached layers no ref and no running sandbox holds (oldest first, down to --max-bytes)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -24,7 +24,9 @@ func newIndexCmd(g *globals) *cobra.Command {
 func newIndexServeCmd(g *globals) *cobra.Command {
 	var listen string
 	cmd := &cobra.Command{
-		Use:   "serve DIR",
+		Use: "serve DIR",
+		Example: `  # serve ./wheels (with PEP 658 metadata) on a free port and print its URL
+  pylayer index serve ./wheels --listen 127.0.0.1:0`,
 		Short: "Serve a directory of wheels as a package index (PEP 503, 691, 658)",
 		Long: `Serve a flat directory of wheels (and sdists) as a simple-API package index, so that
 air-gapped hosts and tests have one. A file NAME.yanked beside NAME marks it yanked (its

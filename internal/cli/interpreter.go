@@ -21,8 +21,9 @@ func newInterpreterCmd(g *globals) *cobra.Command {
 func newInterpreterPublishCmd(g *globals) *cobra.Command {
 	f := &publishFlags{}
 	cmd := &cobra.Command{
-		Use:   "publish PREFIX|TARBALL --repo REPO --key cosign.key",
-		Short: "Publish and sign a relocatable CPython prefix as an interpreter artifact; prints REPO@sha256:...",
+		Use:     "publish PREFIX|TARBALL --repo REPO --key cosign.key",
+		Example: `  pylayer interpreter publish /opt/python3.11 --repo registry.internal/team/pylayer --key ci.key --tag python-current`,
+		Short:   "Publish and sign a relocatable CPython prefix as an interpreter artifact; prints REPO@sha256:...",
 		Long: `Pack a relocatable CPython prefix (a directory, or a python-build-standalone install_only
 tarball) into a signed interpreter artifact. Its config records the version, ABI, platform
 tags and marker environment, probed by running the interpreter once, and the in-sandbox

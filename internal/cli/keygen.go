@@ -13,8 +13,9 @@ import (
 func newKeygenCmd(g *globals) *cobra.Command {
 	var prefix string
 	cmd := &cobra.Command{
-		Use:   "keygen",
-		Short: "Make a cosign key pair (PREFIX.key encrypted with $COSIGN_PASSWORD, PREFIX.pub)",
+		Use:     "keygen",
+		Example: `  COSIGN_PASSWORD=... pylayer keygen --output-key-prefix ci   # writes ci.key and ci.pub`,
+		Short:   "Make a cosign key pair (PREFIX.key encrypted with $COSIGN_PASSWORD, PREFIX.pub)",
 		Long: `Make a cosign-compatible ECDSA P-256 key pair, the same format as cosign generate-key-pair:
 the private key is encrypted with the password in COSIGN_PASSWORD. Existing files are never
 overwritten.`,

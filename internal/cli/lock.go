@@ -39,7 +39,15 @@ type lockFlags struct {
 func newLockCmd(g *globals) *cobra.Command {
 	f := &lockFlags{}
 	cmd := &cobra.Command{
-		Use:   "lock [REQ ...] -o FILE",
+		Use: "lock [REQ ...] -o FILE",
+		Example: `  # a base lock for CPython 3.11 on manylinux_2_28 x86_64
+  pylayer lock python-docx openpyxl --python 3.11 --platform manylinux_2_28_x86_64 -o base.lock.json
+
+  # from a (hashed) requirements file, against a private index
+  pylayer lock -r requirements.txt --index-url https://pypi.internal/simple -o base.lock.json
+
+  # an ext lock: what a session adds over that base, living with its pins
+  pylayer lock --kind ext -c base.lock.json numpy -o numpy.lock.json`,
 		Short: "Resolve requirements to wheels and write a lock; prints its key",
 		Long: `Resolve requirements (wheels only) for a target and write the canonical lock.
 The key, the sha256 of the lock's canonical bytes, is printed on stdout.
@@ -59,6 +67,10 @@ An ext layer is the delta over a base: give the base lock with -c BASE.lock.json
 	fl.StringVar(&f.platform, "platform", "", "target platform floor, e.g. manylinux_2_28_x86_64")
 	fl.StringVar(&f.pythonFrom, "python-from", "", "take the target from an interpreter: a python3 binary (probed once) or an interpreter artifact reference (verified)")
 	fl.StringVar(&f.kind, "kind", "base", "layer kind: base, ext (delta over -c BASE.lock.json) or iso")
+	complete(cmd, "kind", string(lock.KindBase), string(lock.KindExt), string(lock.KindIso))
+	complete(cmd, "python", "3.9", "3.10", "3.11", "3.12", "3.13", "3.14")
+	complete(cmd, "platform", "manylinux_2_17_x86_64", "manylinux_2_28_x86_64", "manylinux_2_34_x86_64", "manylinux_2_17_aarch64",
+		"manylinux_2_28_aarch64", "manylinux_2_34_aarch64", "musllinux_1_2_x86_64", "musllinux_1_2_aarch64")
 	fl.BoolVar(&f.pre, "pre", false, "allow pre-releases for every package")
 	fl.StringVarP(&f.out, "output", "o", "", "where to write the lock (required)")
 	f.regFlags.register(cmd)
@@ -165,13 +177,15 @@ func runLock(cmd *cobra.Command, g *globals, f *lockFlags, args []string) error 
 	if err != nil {
 		return err
 	}
-	client, err := index.New(f.indexURL)
-	if err != nil {
-		return fmt.Errorf("--index-url: %w", err)
-	}
 	cache, err := g.cacheDir()
 	if err != nil {
 		return err
+	}
+	// Wheel metadata is kept by file hash: a second lock reads none of it again, from
+	// any index or mirror that lists the same files.
+	client, err := index.New(f.indexURL, index.WithMetadataCache(filepath.Join(cache, "metadata")))
+	if err != nil {
+		return fmt.Errorf("--index-url: %w", err)
 	}
 	wh := &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: client}
 	l, err := resolve.NewLock(ctx, client, wh, resolve.LockSpec{Kind: kind, Target: tgt, Base: base,

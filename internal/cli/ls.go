@@ -10,7 +10,9 @@ import (
 
 func newLsCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "ls",
+		Use: "ls",
+		Example: `  pylayer ls
+  pylayer ls --json | jq '.[] | select(.held) | .digest'`,
 		Short: "List the layers in the host cache: sizes, refs, and whether a sandbox holds them",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

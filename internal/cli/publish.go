@@ -30,7 +30,10 @@ type publishFlags struct {
 func newPublishCmd(g *globals) *cobra.Command {
 	f := &publishFlags{}
 	cmd := &cobra.Command{
-		Use:   "publish LOCK --repo REPO --key cosign.key",
+		Use: "publish LOCK --repo REPO --key cosign.key",
+		Example: `  # CI: build, push and sign the base, and move the tag new sessions get
+  COSIGN_PASSWORD=... pylayer publish base.lock.json --repo registry.internal/team/pylayer --key ci.key \
+    --index-url https://pypi.internal/simple --interpreter /usr/bin/python3.11 --tag current`,
 		Short: "Build (or reuse), push and sign a layer; prints REPO@sha256:...",
 		Long: `Build the layer of a lock (or reuse the one already built for its key), push it to a
 registry repository or an OCI layout (oci:DIR) tagged <kind>-<key>, and sign it with a

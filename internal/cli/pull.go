@@ -9,7 +9,9 @@ import (
 func newPullCmd(g *globals) *cobra.Command {
 	f := &regFlags{}
 	cmd := &cobra.Command{
-		Use:   "pull REF --trust cosign.pub",
+		Use: "pull REF --trust cosign.pub",
+		Example: `  pylayer pull registry.internal/team/pylayer@sha256:4f1c... --trust cosign.pub
+  pylayer pull oci:./out:base --trust cosign.pub --json`,
 		Short: "Verify and pull a layer into the read-only host cache; prints the layer root",
 		Long: `Resolve REF (HOST/repo:tag, HOST/repo@sha256:..., oci:DIR:tag) to a digest, verify its
 signature against the trust policy BEFORE fetching anything else, fetch only the blobs the

@@ -43,7 +43,13 @@ func (e ExitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) 
 func newRunCmd(g *globals) *cobra.Command {
 	f := &runFlags{}
 	cmd := &cobra.Command{
-		Use:   "run [--python REF] [--layer REF ...] [--workspace DIR] -- CMD ...",
+		Use: "run [--python REF] [--layer REF ...] [--workspace DIR] -- CMD ...",
+		Example: `  # a session on an interpreter and a base layer, with a workspace
+  pylayer run --python reg/team/pylayer:python-current --layer reg/team/pylayer:current \
+    --workspace ./work --trust cosign.pub -- python3 report.py
+
+  # the layers the broker bound to session ses_..., with limits
+  pylayer run --session ses_... --broker http://127.0.0.1:8787 --memory 2GiB --timeout 5m -- python3 -c 'import docx'`,
 		Short: "Run a command in a bwrap sandbox on verified layers; exits with its status",
 		Long: `Pull and verify what is missing (references by digest that are in the cache need no
 network), hold the layers against gc while the command runs, and run it in bubblewrap: no

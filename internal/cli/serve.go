@@ -36,7 +36,12 @@ type serveFlags struct {
 func newServeCmd(g *globals) *cobra.Command {
 	f := &serveFlags{}
 	cmd := &cobra.Command{
-		Use:   "serve --listen 127.0.0.1:8787 --db PATH",
+		Use: "serve --listen 127.0.0.1:8787 --db PATH",
+		Example: `  # one broker on SQLite
+  pylayer serve --listen 127.0.0.1:8787 --db broker.db --repo reg/team/pylayer --key ci.key --index-url https://pypi.internal/simple
+
+  # a replica of a fleet's broker on PostgreSQL (password in PGPASSWORD or ~/.pgpass)
+  pylayer serve --listen 0.0.0.0:8787 --db 'postgres://broker@db.internal/broker?sslmode=verify-full' ...`,
 		Short: "Run the request broker: the HTTP service through which agents get packages",
 		Long: `Run the broker: agents ask for packages for their session, policy (the catalog) decides
 what is built at once, what waits for an approver and what is refused, and approved layers
@@ -122,7 +127,11 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 				return err
 			}
 		}
-		idx, err := index.New(f.indexURL)
+		cache, err := g.cacheDir()
+		if err != nil {
+			return err
+		}
+		idx, err := index.New(f.indexURL, index.WithMetadataCache(filepath.Join(cache, "metadata")))
 		if err != nil {
 			return fmt.Errorf("--index-url: %w", err)
 		}
@@ -135,10 +144,6 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 			return err
 		}
 		hl.repo = repo
-		cache, err := g.cacheDir()
-		if err != nil {
-			return err
-		}
 		interp, err := build.Interpreter(f.interpreter)
 		if err != nil {
 			return err

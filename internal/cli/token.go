@@ -20,7 +20,9 @@ func newTokenCmd(g *globals) *cobra.Command {
 func newTokenCreateCmd(g *globals) *cobra.Command {
 	var db, role, subject string
 	cmd := &cobra.Command{
-		Use:   "create --db PATH --role admin|owner --subject NAME",
+		Use: "create --db PATH --role admin|owner --subject NAME",
+		Example: `  pylayer token create --db broker.db --role admin --subject root
+  pylayer token create --db 'postgres://broker@db.internal/broker' --role owner --subject alice`,
 		Short: "Mint a broker token (printed once; only its hash is stored)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -44,6 +46,7 @@ func newTokenCreateCmd(g *globals) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&db, "db", "", "the broker's database: an SQLite file or a postgres:// URL")
 	cmd.Flags().StringVar(&role, "role", broker.RoleOwner, "admin (every session) or owner (their own sessions)")
+	complete(cmd, "role", broker.RoleAdmin, broker.RoleOwner)
 	cmd.Flags().StringVar(&subject, "subject", "", "the user the token acts as")
 	return cmd
 }

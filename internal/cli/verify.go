@@ -31,7 +31,9 @@ type verifyResult struct {
 func newVerifyCmd(g *globals) *cobra.Command {
 	f := &regFlags{}
 	cmd := &cobra.Command{
-		Use:   "verify REF --trust cosign.pub",
+		Use: "verify REF --trust cosign.pub",
+		Example: `  pylayer verify registry.internal/team/pylayer:current --trust cosign.pub
+  pylayer verify oci:./out@sha256:4f1c... --trust policy.json --json`,
 		Short: "Check a layer's signature and summarize its signed lock, for auditors",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
