@@ -2,119 +2,126 @@ package broker
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
-	"sort"
-	"strings"
-	"sync"
+	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // buckets of the latency histogram, in seconds.
 var buckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60}
 
-type routeCode struct {
-	route string
-	code  int
-}
-
-type histogram struct {
-	counts []uint64 // per bucket, not cumulative
-	sum    float64
-	n      uint64
-}
-
-// metrics are kept by hand in the Prometheus text format; routes are patterns, so the
-// label sets stay bounded.
+// metrics is the Server's own Prometheus registry (not the global default one, so two
+// Servers in one process count apart): HTTP requests and their latency, the Go runtime's
+// and the process's metrics. Routes are patterns, never raw paths, so the label sets stay
+// bounded.
 type metrics struct {
-	mu       sync.Mutex
-	requests map[routeCode]uint64
-	latency  map[string]*histogram
+	reg      *prometheus.Registry
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
 }
 
 func newMetrics() *metrics {
-	return &metrics{requests: map[routeCode]uint64{}, latency: map[string]*histogram{}}
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pylayer_http_requests_total",
+			Help: "HTTP requests by route pattern and status code.",
+		}, []string{"route", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "pylayer_http_request_duration_seconds",
+			Help:    "HTTP request latency by route pattern.",
+			Buckets: buckets,
+		}, []string{"route"}),
+	}
+	m.reg.MustRegister(m.requests, m.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
 }
 
 func (m *metrics) observe(route string, code int, d time.Duration) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.requests[routeCode{route, code}]++
-	h := m.latency[route]
-	if h == nil {
-		h = &histogram{counts: make([]uint64, len(buckets))}
-		m.latency[route] = h
-	}
-	sec := d.Seconds()
-	for i, b := range buckets {
-		if sec <= b {
-			h.counts[i]++
-			break
-		}
-	}
-	h.sum += sec
-	h.n++
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.latency.WithLabelValues(route).Observe(d.Seconds())
 }
 
-func label(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+// Descriptions of the metrics read at each scrape rather than kept in the registry.
+var (
+	requestsDesc = prometheus.NewDesc("pylayer_requests",
+		"Package requests by state.", []string{"state"}, nil)
+	longPollsDesc = prometheus.NewDesc("pylayer_long_polls_waiting",
+		"Requests that long polls wait on now.", nil, nil)
+	feedListeningDesc = prometheus.NewDesc("pylayer_change_feed_listening",
+		"Whether this replica hears the other replicas' changes (1) or not (0).", nil, nil)
+	feedChangesDesc = prometheus.NewDesc("pylayer_change_feed_notifications_total",
+		"Request changes announced by any replica.", nil, nil)
+)
+
+// scrape is what one GET /metrics reads from the store and the server's state: the
+// requests by state, the long polls, and the change feed if the store has one.
+type scrape struct {
+	byState map[State]int
+	waiting int
+	feed    *feedState
 }
 
+var _ prometheus.Collector = scrape{}
+
+func (scrape) Describe(ch chan<- *prometheus.Desc) {
+	ch <- requestsDesc
+	ch <- longPollsDesc
+	ch <- feedListeningDesc
+	ch <- feedChangesDesc
+}
+
+func (c scrape) Collect(ch chan<- prometheus.Metric) {
+	for _, st := range States {
+		ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.GaugeValue, float64(c.byState[st]), string(st))
+	}
+	ch <- prometheus.MustNewConstMetric(longPollsDesc, prometheus.GaugeValue, float64(c.waiting))
+	if !c.feed.present.Load() {
+		return
+	}
+	up := 0.0
+	if c.feed.listening.Load() {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(feedListeningDesc, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(feedChangesDesc, prometheus.CounterValue, float64(c.feed.changes.Load()))
+}
+
+// logFunc adapts a func to promhttp.Logger.
+type logFunc func(v ...any)
+
+func (f logFunc) Println(v ...any) { f(v...) }
+
+// serveMetrics answers the Prometheus exposition of the server's registry and of one
+// scrape. A store that cannot list requests fails it (500); a collector that fails is
+// logged and left out, and the rest is served.
 func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ Token) {
-	reqs, err := s.o.Store.ListRequests(r.Context(), RequestFilter{})
+	ctx := r.Context()
+	reqs, err := s.o.Store.ListRequests(ctx, RequestFilter{})
 	if err != nil {
 		s.internal(w, r, err)
 		return
 	}
-	byState := map[State]int{}
+	sc := scrape{byState: map[State]int{}, waiting: s.waiters.watched(), feed: &s.feed}
 	for _, q := range reqs {
-		byState[q.State]++
+		sc.byState[q.State]++
 	}
-	var b strings.Builder
-	m := s.metrics
-	m.mu.Lock()
-	b.WriteString("# HELP pylayer_http_requests_total HTTP requests by route pattern and status code.\n")
-	b.WriteString("# TYPE pylayer_http_requests_total counter\n")
-	keys := make([]routeCode, 0, len(m.requests))
-	for k := range m.requests {
-		keys = append(keys, k)
+	now := prometheus.NewRegistry()
+	if err := now.Register(sc); err != nil {
+		s.internal(w, r, fmt.Errorf("registering the scrape's metrics: %w", err))
+		return
 	}
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].route != keys[j].route {
-			return keys[i].route < keys[j].route
-		}
-		return keys[i].code < keys[j].code
-	})
-	for _, k := range keys {
-		fmt.Fprintf(&b, "pylayer_http_requests_total{route=\"%s\",code=\"%d\"} %d\n", label(k.route), k.code, m.requests[k])
-	}
-	b.WriteString("# HELP pylayer_http_request_duration_seconds HTTP request latency by route pattern.\n")
-	b.WriteString("# TYPE pylayer_http_request_duration_seconds histogram\n")
-	routes := make([]string, 0, len(m.latency))
-	for r := range m.latency {
-		routes = append(routes, r)
-	}
-	sort.Strings(routes)
-	for _, rt := range routes {
-		h := m.latency[rt]
-		var cum uint64
-		for i, le := range buckets {
-			cum += h.counts[i]
-			fmt.Fprintf(&b, "pylayer_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %d\n", label(rt), le, cum)
-		}
-		fmt.Fprintf(&b, "pylayer_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %d\n", label(rt), h.n)
-		fmt.Fprintf(&b, "pylayer_http_request_duration_seconds_sum{route=\"%s\"} %g\n", label(rt), h.sum)
-		fmt.Fprintf(&b, "pylayer_http_request_duration_seconds_count{route=\"%s\"} %d\n", label(rt), h.n)
-	}
-	m.mu.Unlock()
-	b.WriteString("# HELP pylayer_requests Package requests by state.\n")
-	b.WriteString("# TYPE pylayer_requests gauge\n")
-	for _, st := range States {
-		fmt.Fprintf(&b, "pylayer_requests{state=\"%s\"} %d\n", st, byState[st])
-	}
-	b.WriteString("# HELP pylayer_long_polls_waiting Requests that long polls wait on now.\n")
-	b.WriteString("# TYPE pylayer_long_polls_waiting gauge\n")
-	fmt.Fprintf(&b, "pylayer_long_polls_waiting %d\n", s.waiters.watched())
-	s.feed.metrics(&b)
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	_, _ = w.Write([]byte(b.String()))
+	promhttp.HandlerFor(prometheus.Gatherers{s.metrics.reg, now}, promhttp.HandlerOpts{
+		ErrorLog: logFunc(func(v ...any) {
+			s.log.LogAttrs(ctx, slog.LevelError, "metrics: gathering", slog.String("error", fmt.Sprint(v...)))
+		}),
+		ErrorHandling:      promhttp.ContinueOnError,
+		DisableCompression: true,
+	}).ServeHTTP(w, r)
 }

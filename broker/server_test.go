@@ -157,7 +157,7 @@ func TestEndpoints(t *testing.T) {
 	// Metrics reflect routes and states.
 	code, h, body := e.do("GET", "/metrics", "", "", "")
 	for _, want := range []string{
-		`pylayer_http_requests_total{route="POST /v1/sessions/{id}/requests",code="201"} 5`,
+		`pylayer_http_requests_total{code="201",route="POST /v1/sessions/{id}/requests"} 5`,
 		`pylayer_http_request_duration_seconds_bucket{route="GET /healthz",le="+Inf"} 1`,
 		`pylayer_requests{state="denied"} 1`, `pylayer_requests{state="approved"} 3`,
 	} {
