@@ -3,8 +3,10 @@
 // It defines the Store interface (implemented by broker/sqlite and broker/postgres, opened
 // by --db value with broker/stores, checked by broker/storetest; every change commits with
 // its audit event) and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
-// Prometheus metrics and a hand-written OpenAPI document; and the approver web page
-// (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
+// a hand-written OpenAPI document and public Prometheus metrics at GET /metrics (metrics.go:
+// prometheus/client_golang with a registry of each Server's own, never the global one, labelled
+// by route pattern, never by raw path, with the Go runtime's and the process's metrics); and the
+// approver web page (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
 // CSRF-checked changes through the same JSON API, polling of a change counter.
 //
 // It is exposed to agents, so it bounds what any one client takes: HTTPServer and Serve
