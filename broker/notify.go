@@ -2,9 +2,7 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -85,22 +83,6 @@ type feedState struct {
 	present   atomic.Bool  // the store is a ChangeFeed and Serve follows it
 	listening atomic.Bool  // it listens now
 	changes   atomic.Int64 // notifications received
-}
-
-func (f *feedState) metrics(b *strings.Builder) {
-	if !f.present.Load() {
-		return
-	}
-	up := 0
-	if f.listening.Load() {
-		up = 1
-	}
-	b.WriteString("# HELP pylayer_change_feed_listening Whether this replica hears the other replicas' changes (1) or not (0).\n")
-	b.WriteString("# TYPE pylayer_change_feed_listening gauge\n")
-	fmt.Fprintf(b, "pylayer_change_feed_listening %d\n", up)
-	b.WriteString("# HELP pylayer_change_feed_notifications_total Request changes announced by any replica.\n")
-	b.WriteString("# TYPE pylayer_change_feed_notifications_total counter\n")
-	fmt.Fprintf(b, "pylayer_change_feed_notifications_total %d\n", f.changes.Load())
 }
 
 // followFeed follows the store's change feed, if it has one, until ctx ends: a change
