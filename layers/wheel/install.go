@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -111,7 +112,7 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 		return nil, err
 	}
 	defer root.Close()
-	known := map[string]os.FileMode{} // files written here, by tree path, with their mode
+	known := map[string]written{} // files written here, by tree path
 	for _, e := range p.entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -120,17 +121,19 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 		if e.exec || e.kind == kindScript {
 			mode = 0o755
 		}
-		if err := p.extract(ctx, root, e, mode, o); err != nil {
+		w, err := p.extract(ctx, root, e, mode, o)
+		if err != nil {
 			return nil, err
 		}
-		known[e.dest] = mode
+		known[e.dest] = w
 	}
 	for _, s := range p.scripts {
 		dest := "bin/" + s.name
-		if err := writeFile(root, dest, []byte(o.ScriptShebang+"\n"+s.body), 0o755); err != nil {
+		data := []byte(o.ScriptShebang + "\n" + s.body)
+		if err := writeFile(root, dest, data, 0o755); err != nil {
 			return nil, err
 		}
-		known[dest] = 0o755
+		known[dest] = writtenData(data, 0o755)
 	}
 	di := path.Join("site-packages", p.distInfo)
 	generated := map[string][]byte{"INSTALLER": []byte("pylayer\n")}
@@ -141,7 +144,7 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 		if err := writeFile(root, path.Join(di, name), data, 0o644); err != nil {
 			return nil, err
 		}
-		known[path.Join(di, name)] = 0o644
+		known[path.Join(di, name)] = writtenData(data, 0o644)
 	}
 	var skipped []string
 	if o.Interpreter != "" && len(p.pySrcs) > 0 {
@@ -161,7 +164,7 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 			return nil, err
 		}
 		for _, pyc := range pycs {
-			known[pyc] = 0o644
+			known[pyc] = written{mode: 0o644} // the interpreter wrote it: hashed by finish
 		}
 		skipped = skip
 	}
@@ -172,42 +175,69 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 	return inst, nil
 }
 
+// written is a file that Install wrote on purpose: its mode and, when Install wrote the
+// bytes itself, their sha256 and size for RECORD.
+type written struct {
+	mode os.FileMode
+	sum  []byte // nil: another program wrote it (a .pyc), finish reads it
+	size int64
+}
+
+func writtenData(data []byte, mode os.FileMode) written {
+	sum := sha256.Sum256(data)
+	return written{mode: mode, sum: sum[:], size: int64(len(data))}
+}
+
 // extract writes one member, verifying it against RECORD again as it is inflated (the
-// archive is read a second time; it must not have changed).
-func (p *plan) extract(ctx context.Context, root *os.Root, e *entry, mode os.FileMode, o InstallOptions) error {
+// archive is read a second time; it must not have changed). It returns the sha256 and
+// size of what it wrote: the member's own RECORD hash when that is a sha256 of the very
+// bytes written, so that RECORD is written without reading the tree again.
+func (p *plan) extract(ctx context.Context, root *os.Root, e *entry, mode os.FileMode, o InstallOptions) (written, error) {
+	w := written{mode: mode}
 	if err := root.MkdirAll(path.Dir(e.dest), 0o755); err != nil {
-		return err
+		return w, err
 	}
 	rc, err := e.zf.Open()
 	if err != nil {
-		return fmt.Errorf("%w: opening %s: %v", ErrBadWheel, e.zf.Name, err)
+		return w, fmt.Errorf("%w: opening %s: %v", ErrBadWheel, e.zf.Name, err)
 	}
 	defer rc.Close()
 	out, err := root.OpenFile(e.dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
 	if err != nil {
-		return err
+		return w, err
 	}
 	defer out.Close()
 	h := e.row.newFn()
 	cnt := &counter{}
 	src := io.TeeReader(io.LimitReader(fsx.Reader(ctx, rc), e.row.size+1), io.MultiWriter(h, cnt))
+	var dst io.Writer = out
+	var outSum hash.Hash
+	if e.kind == kindScript || e.row.algo != "sha256" {
+		outSum = sha256.New()
+		dst = io.MultiWriter(out, outSum)
+	}
+	var n int64
 	if e.kind == kindScript {
 		// Buffer nothing unverified into the tree: a changed archive fails below and
 		// the whole temporary tree is removed.
-		_, err = copyScript(out, src, o.ScriptShebang)
+		n, err = copyScript(dst, src, o.ScriptShebang)
 	} else {
-		_, err = io.Copy(out, src)
+		n, err = io.Copy(dst, src)
 	}
 	if err != nil {
-		return fmt.Errorf("extracting %s: %w", e.zf.Name, err)
+		return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
 	}
 	if _, err := io.Copy(io.Discard, src); err != nil { // copyScript may stop early on errors only
-		return fmt.Errorf("extracting %s: %w", e.zf.Name, err)
+		return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
 	}
 	if err := e.row.check(e.zf.Name, cnt.n, h.Sum(nil)); err != nil {
-		return fmt.Errorf("archive changed while installing: %w", err)
+		return w, fmt.Errorf("archive changed while installing: %w", err)
 	}
-	return out.Close()
+	w.sum, w.size = e.row.hash, n // the member's bytes, verified against RECORD's sha256
+	if outSum != nil {
+		w.sum = outSum.Sum(nil)
+	}
+	return w, out.Close()
 }
 
 type counter struct{ n int64 }
@@ -229,36 +259,55 @@ func writeFile(root *os.Root, name string, data []byte, mode os.FileMode) error 
 	return f.Close()
 }
 
-// finish fixes modes and times and writes RECORD. It
-// refuses anything in the tree that was not written on purpose.
-func finish(ctx context.Context, root *os.Root, recordPath string, known map[string]os.FileMode, inst *Installed) error {
+// finish fixes modes and times and writes RECORD. It refuses anything in the tree that
+// was not written on purpose. Each directory is opened once, and its files are handled
+// by name inside it.
+func finish(ctx context.Context, root *os.Root, recordPath string, known map[string]written, inst *Installed) error {
 	var rows []outRow
-	var dirs []string
-	err := fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
+	var dirs []string // children before parents
+	var walk func(dir string, dr *os.Root) error
+	walk = func(dir string, dr *os.Root) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if d.IsDir() {
-			dirs = append(dirs, name)
-			return nil
-		}
-		mode, ok := known[name]
-		if !ok || !d.Type().IsRegular() {
-			return fmt.Errorf("unexpected file %s in the install tree", name)
-		}
-		sum, size, err := settle(root, name, mode)
+		d, err := dr.Open(".")
 		if err != nil {
 			return err
 		}
-		inst.Files++
-		inst.Bytes += size
-		rows = append(rows, outRow{recordRel(name), "sha256=" + b64(sum), strconv.FormatInt(size, 10)})
+		ents, err := d.ReadDir(-1)
+		d.Close()
+		if err != nil {
+			return err
+		}
+		for _, ent := range ents {
+			name := path.Join(dir, ent.Name())
+			if ent.IsDir() {
+				sub, err := dr.OpenRoot(ent.Name())
+				if err != nil {
+					return err
+				}
+				err = walk(name, sub)
+				sub.Close()
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			w, ok := known[name]
+			if !ok || !ent.Type().IsRegular() {
+				return fmt.Errorf("unexpected file %s in the install tree", name)
+			}
+			if err := settle(dr, ent.Name(), &w); err != nil {
+				return err
+			}
+			inst.Files++
+			inst.Bytes += w.size
+			rows = append(rows, outRow{recordRel(name), "sha256=" + b64(w.sum), strconv.FormatInt(w.size, 10)})
+		}
+		dirs = append(dirs, dir)
 		return nil
-	})
-	if err != nil {
+	}
+	if err := walk(".", root); err != nil {
 		return err
 	}
 	rows = append(rows, outRow{recordRel(recordPath), "", ""})
@@ -266,41 +315,45 @@ func finish(ctx context.Context, root *os.Root, recordPath string, known map[str
 	if err := writeFile(root, recordPath, record, 0o644); err != nil {
 		return err
 	}
-	if _, _, err := settle(root, recordPath, 0o644); err != nil {
+	if err := settle(root, recordPath, &written{mode: 0o644, sum: []byte{}}); err != nil {
 		return err
 	}
 	inst.Files++
 	inst.Bytes += int64(len(record))
-	for i := len(dirs) - 1; i >= 0; i-- { // children before parents
-		if err := root.Chmod(dirs[i], 0o755); err != nil {
+	for _, dir := range dirs {
+		if err := root.Chmod(dir, 0o755); err != nil {
 			return err
 		}
-		if err := root.Chtimes(dirs[i], fixedTime, fixedTime); err != nil {
+		if err := root.Chtimes(dir, fixedTime, fixedTime); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// settle sets a file's mode and time and hashes it (durability comes from one syncfs later).
-func settle(root *os.Root, name string, mode os.FileMode) ([]byte, int64, error) {
-	if err := root.Chmod(name, mode); err != nil {
-		return nil, 0, err
+// settle sets the mode and time of file name in dir, and hashes it when w has no sum yet
+// (durability comes from one syncfs later).
+func settle(dir *os.Root, name string, w *written) error {
+	if err := dir.Chmod(name, w.mode); err != nil {
+		return err
 	}
-	if err := root.Chtimes(name, fixedTime, fixedTime); err != nil {
-		return nil, 0, err
+	if err := dir.Chtimes(name, fixedTime, fixedTime); err != nil {
+		return err
 	}
-	f, err := root.Open(name)
+	if w.sum != nil {
+		return nil
+	}
+	f, err := dir.Open(name)
 	if err != nil {
-		return nil, 0, err
+		return err
 	}
 	defer f.Close()
 	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return nil, 0, err
+	if w.size, err = io.Copy(h, f); err != nil {
+		return err
 	}
-	return h.Sum(nil), n, nil
+	w.sum = h.Sum(nil)
+	return nil
 }
 
 // recordRel is a tree path as RECORD lists it: relative to site-packages.
