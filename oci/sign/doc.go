@@ -12,9 +12,23 @@
 // not verify. Transparency logs, certificates and the newer bundle format are not used:
 // trust is a set of public keys chosen by the operator.
 //
-// The package is transport-agnostic: Verify reads through the small, read-only Reader
-// interface, Sign reads and writes through Store, and registry.Repo (a remote registry
-// or an OCI layout) satisfies both.
+// Attestations are stored as `cosign attest` stores them in tag mode (attest.go):
+//
+//	cosign verify-attestation --key cosign.pub --insecure-ignore-tlog=true --type spdxjson REPO@DIGEST
+//
+// An in-toto statement (https://in-toto.io/Statement/v0.1) naming the repository and the
+// sha256 digest as its subject, with a predicate such as an SPDX document
+// (PredicateTypeSPDX), is signed in a DSSE envelope (dsse.go: payload type
+// application/vnd.in-toto+json, the signature over DSSE's pre-authentication encoding
+// with the same keys and algorithms as signatures) and appended as a layer of media type
+// application/vnd.dsse.envelope.v1+json, annotated predicateType and with an empty
+// dev.cosignproject.cosign/signature, to the manifest tagged sha256-<hex>.att.
+// VerifyAttestations trusts only what the envelope's signature covers: the subject and
+// predicate type inside the statement, never the layer's annotations.
+//
+// The package is transport-agnostic: Verify and VerifyAttestations read through the
+// small, read-only Reader interface, Sign and Attest read and write through Store, and
+// registry.Repo (a remote registry or an OCI layout) satisfies both.
 // Key files are cosign's own: LoadSigner reads an encrypted private key written by
 // `cosign generate-key-pair` or GenerateKeyPair (scrypt and NaCl secretbox, through
 // go-securesystemslib's encrypted package, the code cosign uses), LoadVerifier reads
@@ -26,8 +40,9 @@
 // OpenAPI, BSON), whose package initialisation ran before every pylayer command, `run`
 // and `--version` included: 334 package inits and 7.3 ms (GODEBUG=inittrace=1) against
 // 150 and 3.4 ms without it, and a 48 MB binary against 28 MB. TestInteropStockCosign
-// keeps the two implementations in agreement: the stock cosign CLI verifies what Sign
-// writes, Verify accepts what `cosign sign` writes, and both refuse the same tampering.
+// and TestInteropAttestStockCosign keep the two implementations in agreement: the stock
+// cosign CLI verifies what Sign and Attest write, Verify and VerifyAttestations accept
+// what `cosign sign` and `cosign attest` write, and both refuse the same tampering.
 //
 // This package must never import pylayer's registry client (registry/), the broker,
 // the sandbox, the catalog or the CLI (those build on it), nor sigstore's or cosign's

@@ -17,8 +17,15 @@ const (
 	// MediaTypeSimpleSigning is the media type of a signature layer: a simple signing
 	// payload naming the signed manifest digest.
 	MediaTypeSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
-	// AnnotationSignature holds a signature layer's base64 signature of its bytes.
+	// AnnotationSignature holds a signature layer's base64 signature of its bytes. An
+	// attestation layer carries it empty: its signature is inside the envelope.
 	AnnotationSignature = "dev.cosignproject.cosign/signature"
+	// MediaTypeDSSE is the media type of an attestation layer: a DSSE envelope whose
+	// payload is an in-toto statement.
+	MediaTypeDSSE = "application/vnd.dsse.envelope.v1+json"
+	// AnnotationPredicateType names an attestation layer's predicate type, as `cosign
+	// attest` writes it. It is not signed: only the statement's own is trusted.
+	AnnotationPredicateType = "predicateType"
 )
 
 const (
@@ -27,6 +34,9 @@ const (
 	// maxPayloadSize bounds one signature payload. Simple signing payloads are a few
 	// hundred bytes; cosign's own limit (128 MiB) is far more than any needs.
 	maxPayloadSize = 1 << 20
+	// maxAttestationSize bounds one attestation envelope. An SBOM of a few hundred
+	// wheels with their license texts is a few MiB at most; cosign allows 128 MiB.
+	maxAttestationSize = 32 << 20
 	// maxManifestSize bounds manifests and config blobs read here, as registries do.
 	maxManifestSize = 4 << 20
 )
@@ -53,6 +63,16 @@ type SignatureLayer struct {
 // digest and a size no larger than a signature payload may be. Errors wrap
 // ErrInvalidSignatureManifest.
 func ParseSignatureManifest(b []byte) (*SignatureManifest, error) {
+	return parseCosignManifest(b, maxPayloadSize)
+}
+
+// ParseAttestationManifest is ParseSignatureManifest for the manifest tagged
+// sha256-<hex>.att, whose layers may be as large as an attestation envelope may be.
+func ParseAttestationManifest(b []byte) (*SignatureManifest, error) {
+	return parseCosignManifest(b, maxAttestationSize)
+}
+
+func parseCosignManifest(b []byte, layerLimit int64) (*SignatureManifest, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidSignatureManifest, fmt.Sprintf(format, args...))
 	}
@@ -76,7 +96,7 @@ func ParseSignatureManifest(b []byte) (*SignatureManifest, error) {
 		return nil, bad("%d layers, the limit is %d", len(m.Layers), maxSignatureLayers)
 	}
 	for i, l := range m.Layers {
-		if err := checkHash(l.Digest, l.Size, maxPayloadSize); err != nil {
+		if err := checkHash(l.Digest, l.Size, layerLimit); err != nil {
 			return nil, bad("layer %d: %v", i, err)
 		}
 	}
@@ -102,6 +122,18 @@ func (sm *SignatureManifest) Signatures() []SignatureLayer {
 			continue
 		}
 		out = append(out, SignatureLayer{Desc: toSpec(l), Base64Signature: l.Annotations[AnnotationSignature]})
+	}
+	return out
+}
+
+// Attestations returns the manifest's attestation layers: those of media type
+// MediaTypeDSSE, each with its annotations.
+func (sm *SignatureManifest) Attestations() []v1.Descriptor {
+	var out []v1.Descriptor
+	for _, l := range sm.m.Layers {
+		if string(l.MediaType) == MediaTypeDSSE {
+			out = append(out, toSpec(l))
+		}
 	}
 	return out
 }
@@ -154,7 +186,7 @@ func appendSignature(base *SignatureManifest, baseConfig []byte, layer ggcr.Desc
 		}
 	}
 	if len(m.Layers) >= maxSignatureLayers {
-		return nil, nil, fmt.Errorf("%w: already %d signatures, the limit is %d", ErrInvalidSignatureManifest, len(m.Layers), maxSignatureLayers)
+		return nil, nil, fmt.Errorf("%w: already %d layers, the limit is %d", ErrInvalidSignatureManifest, len(m.Layers), maxSignatureLayers)
 	}
 	if cf != nil {
 		// A signature layer is not compressed: its diff ID is its digest.

@@ -112,55 +112,75 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("signing: %w", err)
 	}
-	tag := SignatureTag(subject.Digest)
-	fail := func(err error) (v1.Descriptor, error) {
+	d, err := appendLayer(ctx, s, SignatureTag(subject.Digest), ParseSignatureManifest,
+		func(base *SignatureManifest) (bool, error) { return findDuplicate(base, body, signer), nil },
+		func() (ggcr.Descriptor, []byte, error) {
+			sig, err := signMessage(signer, body)
+			if err != nil {
+				return ggcr.Descriptor{}, nil, fmt.Errorf("signing payload: %w", err)
+			}
+			return layerOf(body, MediaTypeSimpleSigning, map[string]string{AnnotationSignature: base64.StdEncoding.EncodeToString(sig)})
+		})
+	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("signing %s@%s: %w", s.Name(), subject.Digest, err)
 	}
+	return d, nil
+}
 
-	base, baseDesc, err := readSignatureManifest(ctx, s, tag)
+// layerOf is the descriptor of a layer holding body, and body.
+func layerOf(body []byte, mediaType types.MediaType, annotations map[string]string) (ggcr.Descriptor, []byte, error) {
+	h, _, err := ggcr.SHA256(bytes.NewReader(body))
+	if err != nil {
+		return ggcr.Descriptor{}, nil, err
+	}
+	return ggcr.Descriptor{MediaType: mediaType, Size: int64(len(body)), Digest: h, Annotations: annotations}, body, nil
+}
+
+// appendLayer appends the layer makeLayer returns (its descriptor and bytes) to the
+// cosign manifest tagged tag (a new one when the tag is missing), parsed with parse, as
+// cosign's mutate.AppendSignatures does, and pushes the layer, the config and the
+// manifest. When dup reports that the existing manifest holds the layer already, nothing
+// is written and its descriptor is returned. makeLayer (which signs) is called only when
+// a layer is to be written.
+func appendLayer(ctx context.Context, s Store, tag string, parse func([]byte) (*SignatureManifest, error),
+	dup func(*SignatureManifest) (bool, error), makeLayer func() (ggcr.Descriptor, []byte, error)) (v1.Descriptor, error) {
+	base, baseDesc, err := readCosignManifest(ctx, s, tag, parse)
 	if err != nil && !errors.Is(err, oci.ErrNotFound) {
-		return fail(err)
+		return v1.Descriptor{}, err
 	}
 	var baseConfig []byte
 	if base != nil {
 		if d := base.Config(); d.MediaType == string(types.OCIConfigJSON) || d.MediaType == string(types.DockerConfigJSON) {
 			if baseConfig, err = readBlob(ctx, s, d, maxManifestSize); err != nil {
-				return fail(fmt.Errorf("reading config of %s: %w", tag, err))
+				return v1.Descriptor{}, fmt.Errorf("reading config of %s: %w", tag, err)
 			}
 		}
-		if dup := findDuplicate(base, body, signer); dup {
+		found, err := dup(base)
+		if err != nil {
+			return v1.Descriptor{}, err
+		}
+		if found {
 			return baseDesc, nil
 		}
 	}
-
 	if err := ctx.Err(); err != nil {
-		return fail(err)
+		return v1.Descriptor{}, err
 	}
-	sig, err := signMessage(signer, body)
+	layer, body, err := makeLayer()
 	if err != nil {
-		return fail(fmt.Errorf("signing payload: %w", err))
-	}
-	h, _, err := ggcr.SHA256(bytes.NewReader(body))
-	if err != nil {
-		return fail(err)
-	}
-	layer := ggcr.Descriptor{
-		MediaType:   MediaTypeSimpleSigning,
-		Size:        int64(len(body)),
-		Digest:      h,
-		Annotations: map[string]string{AnnotationSignature: base64.StdEncoding.EncodeToString(sig)},
+		return v1.Descriptor{}, err
 	}
 	manifest, config, err := appendSignature(base, baseConfig, layer)
 	if err != nil {
-		return fail(err)
+		return v1.Descriptor{}, err
 	}
 	mediaType := string(types.OCIManifestSchema1)
 	if base != nil {
 		mediaType = base.MediaType()
 	}
-	sm, err := ParseSignatureManifest(manifest)
+	sm, err := parse(manifest)
 	if err != nil {
-		return fail(err) // cannot happen: appendSignature writes what the parser accepts
+		return v1.Descriptor{}, err // cannot happen: appendSignature writes what the parser accepts
 	}
 	for _, blob := range []struct {
 		d v1.Descriptor
@@ -173,12 +193,12 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 		if _, err := s.PushBlob(ctx, blob.d, func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(blob.b)), nil
 		}); err != nil {
-			return fail(fmt.Errorf("pushing blob %s: %w", blob.d.Digest, err))
+			return v1.Descriptor{}, fmt.Errorf("pushing blob %s: %w", blob.d.Digest, err)
 		}
 	}
 	d, err := s.PushManifest(ctx, manifest, mediaType, tag)
 	if err != nil {
-		return fail(fmt.Errorf("pushing %s: %w", tag, err))
+		return v1.Descriptor{}, fmt.Errorf("pushing %s: %w", tag, err)
 	}
 	return d, nil
 }
@@ -205,6 +225,11 @@ func findDuplicate(base *SignatureManifest, body []byte, signer Signer) bool {
 // readSignatureManifest resolves and parses the signature manifest tagged tag. A
 // missing tag returns an error wrapping oci.ErrNotFound.
 func readSignatureManifest(ctx context.Context, s Reader, tag string) (*SignatureManifest, v1.Descriptor, error) {
+	return readCosignManifest(ctx, s, tag, ParseSignatureManifest)
+}
+
+// readCosignManifest resolves the manifest tagged tag and parses it with parse.
+func readCosignManifest(ctx context.Context, s Reader, tag string, parse func([]byte) (*SignatureManifest, error)) (*SignatureManifest, v1.Descriptor, error) {
 	d, err := s.Resolve(ctx, tag)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("resolving %s: %w", tag, err)
@@ -219,7 +244,7 @@ func readSignatureManifest(ctx context.Context, s Reader, tag string) (*Signatur
 	if digest.FromBytes(raw) != d.Digest {
 		return nil, v1.Descriptor{}, fmt.Errorf("reading %s: %w: manifest bytes do not hash to %s", tag, oci.ErrDigestMismatch, d.Digest)
 	}
-	sm, err := ParseSignatureManifest(raw)
+	sm, err := parse(raw)
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("tag %s: %w (it is not a cosign signature manifest; delete the tag to sign again)", tag, err)
 	}
