@@ -77,7 +77,7 @@ func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) 
 		return lb, err
 	}
 	defer w.Cleanup()
-	desc, _, err := TarTree(ctx, t.Dir, w)
+	desc, _, err := tarTree(ctx, t.Dir, w, TarTreeOptions{}, false) // the DiffID is not kept
 	if err != nil {
 		return lb, err
 	}

@@ -74,6 +74,12 @@ func TarTree(ctx context.Context, root string, w io.Writer) (desc v1.Descriptor,
 // TarTreeWith is TarTree with options; with the zero TarTreeOptions it writes
 // the same bytes as TarTree.
 func TarTreeWith(ctx context.Context, root string, w io.Writer, opts TarTreeOptions) (desc v1.Descriptor, diffID digest.Digest, err error) {
+	return tarTree(ctx, root, w, opts, true)
+}
+
+// tarTree is TarTreeWith; without withDiffID it leaves the uncompressed tar unhashed and
+// returns no DiffID.
+func tarTree(ctx context.Context, root string, w io.Writer, opts TarTreeOptions, withDiffID bool) (desc v1.Descriptor, diffID digest.Digest, err error) {
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return v1.Descriptor{}, "", fmt.Errorf("opening layer tree %q: %w", root, err)
@@ -93,13 +99,18 @@ func TarTreeWith(ctx context.Context, root string, w io.Writer, opts TarTreeOpti
 	}
 	// Explicit, although these are the zero values: no name, no mtime, OS unknown.
 	gz.Header = gzip.Header{OS: 255, ModTime: time.Unix(0, 0)} // klauspost writes a zero time as its (garbage) Unix value; epoch 0 means "no mtime"
-	tw := tar.NewWriter(io.MultiWriter(gz, tarHash))
-
+	var tarOut io.Writer = gz
+	if withDiffID {
+		tarOut = io.MultiWriter(gz, tarHash)
+	}
+	tw := tar.NewWriter(tarOut)
+	files := &dirFiles{root: r}
+	defer files.close()
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return v1.Descriptor{}, "", err
 		}
-		if err := writeEntry(tw, r, root, e); err != nil {
+		if err := writeEntry(tw, files, root, e); err != nil {
 			return v1.Descriptor{}, "", err
 		}
 	}
@@ -114,7 +125,10 @@ func TarTreeWith(ctx context.Context, root string, w io.Writer, opts TarTreeOpti
 		Digest:    sumDigest(blobHash),
 		Size:      counter.n,
 	}
-	return desc, sumDigest(tarHash), nil
+	if withDiffID {
+		diffID = sumDigest(tarHash)
+	}
+	return desc, diffID, nil
 }
 
 // TreeDigest is the DiffID TarTreeWith would return for root with opts (the sha256 of
@@ -133,11 +147,13 @@ func TreeDigest(ctx context.Context, root string, opts TarTreeOptions) (digest.D
 	}
 	h := sha256.New()
 	tw := tar.NewWriter(h)
+	files := &dirFiles{root: r}
+	defer files.close()
 	for _, e := range entries {
 		if err := ctx.Err(); err != nil {
 			return "", err
 		}
-		if err := writeEntry(tw, r, root, e); err != nil {
+		if err := writeEntry(tw, files, root, e); err != nil {
 			return "", err
 		}
 	}
@@ -208,7 +224,38 @@ func walkTree(ctx context.Context, r *os.Root, root string, opts TarTreeOptions)
 	return entries, nil
 }
 
-func writeEntry(tw *tar.Writer, r *os.Root, root string, e treeEntry) error {
+// dirFiles opens the files of a tree in name order: each through the directory that
+// holds it, opened (inside the root, following no link) once for its run of files.
+type dirFiles struct {
+	root *os.Root
+	dir  string   // the directory cur is, relative to root
+	cur  *os.Root // nil: none open yet
+}
+
+func (d *dirFiles) open(rel string) (*os.File, error) {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return d.root.Open(rel)
+	}
+	if d.cur == nil || d.dir != dir {
+		d.close()
+		r, err := d.root.OpenRoot(dir)
+		if err != nil {
+			return nil, err
+		}
+		d.cur, d.dir = r, dir
+	}
+	return d.cur.Open(path.Base(rel))
+}
+
+func (d *dirFiles) close() {
+	if d.cur != nil {
+		d.cur.Close()
+		d.cur = nil
+	}
+}
+
+func writeEntry(tw *tar.Writer, files *dirFiles, root string, e treeEntry) error {
 	hdr := &tar.Header{
 		Name:    e.name,
 		ModTime: time.Unix(0, 0),
@@ -233,7 +280,7 @@ func writeEntry(tw *tar.Writer, r *os.Root, root string, e treeEntry) error {
 	}
 	hdr.Size = e.info.Size()
 
-	f, err := r.Open(e.rel)
+	f, err := files.open(e.rel)
 	if err != nil {
 		return fmt.Errorf("opening %q in %q: %w", e.rel, root, err)
 	}
