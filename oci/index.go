@@ -11,11 +11,16 @@ import (
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"golang.org/x/sync/errgroup"
 )
+
+// putBlobs bounds the blobs one Put writes at a time.
+const putBlobs = 16
 
 // Put stores a in the layout and points tag at it: the config blob, each
 // layer blob (read from LayerBlob.Path and verified against its descriptor;
-// skipped when already present), the manifest, and finally an index.json
+// skipped when already present) and the manifest, a few at a time, and
+// finally, once they are all in place, an index.json
 // entry annotated org.opencontainers.image.ref.name = tag, replacing any entry
 // with the same tag. index.json is rewritten atomically under a lock file, so
 // concurrent Puts of different tags keep all of them; entries are sorted by
@@ -29,16 +34,32 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 		return v1.Descriptor{}, fmt.Errorf("putting %s: %w", tag, err)
 	}
 	cfg := v1.Descriptor{MediaType: ConfigMediaType(a.ArtifactType), Digest: digest.FromBytes(a.Config), Size: int64(len(a.Config))}
-	if err := l.WriteBlob(ctx, bytes.NewReader(a.Config), cfg); err != nil {
-		return v1.Descriptor{}, fmt.Errorf("putting %s: config: %w", tag, err)
-	}
-	for _, lb := range a.Layers {
-		if err := l.putFile(ctx, lb); err != nil {
-			return v1.Descriptor{}, fmt.Errorf("putting %s: layer %s: %w", tag, lb.Title, err)
+	// The blobs are written at once: their fsyncs share the file system's commits instead
+	// of waiting for one each. The tag comes after all of them.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(putBlobs)
+	g.Go(func() error {
+		if err := l.WriteBlob(gctx, bytes.NewReader(a.Config), cfg); err != nil {
+			return fmt.Errorf("putting %s: config: %w", tag, err)
 		}
+		return nil
+	})
+	for _, lb := range a.Layers {
+		g.Go(func() error {
+			if err := l.putFile(gctx, lb); err != nil {
+				return fmt.Errorf("putting %s: layer %s: %w", tag, lb.Title, err)
+			}
+			return nil
+		})
 	}
-	if err := l.WriteBlob(ctx, bytes.NewReader(mb), mdesc); err != nil {
-		return v1.Descriptor{}, fmt.Errorf("putting %s: manifest: %w", tag, err)
+	g.Go(func() error {
+		if err := l.WriteBlob(gctx, bytes.NewReader(mb), mdesc); err != nil {
+			return fmt.Errorf("putting %s: manifest: %w", tag, err)
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return v1.Descriptor{}, err
 	}
 	mdesc.Annotations = map[string]string{v1.AnnotationRefName: tag}
 	if err := l.Tag(ctx, mdesc, tag); err != nil {
