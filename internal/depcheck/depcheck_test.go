@@ -16,6 +16,8 @@ const module = "github.com/pylayer/pylayer/"
 var forbidden = map[string][]string{
 	"layers":   {"oci", "registry", "sandbox", "broker", "catalog", "publish", "internal/cli"},
 	"oci":      {"registry", "sandbox", "broker", "catalog", "publish", "internal/cli"},
+	"oci/sbom": {"oci/sign"}, // an SBOM is content; signing it is its caller's business
+	"oci/sign": {"oci/sbom"}, // signing knows no predicate
 	"registry": {"sandbox", "broker", "catalog", "publish", "internal/cli"},
 	"sandbox":  {"layers", "oci", "registry", "broker", "catalog", "publish", "internal/cli"},
 	"catalog":  {"oci", "registry", "sandbox", "broker", "publish", "internal/cli"},
@@ -105,6 +107,11 @@ func TestRules(t *testing.T) {
 		{"sandbox/seccomp", "sandbox", true},
 		{"registry/cache", "broker", false},
 		{"oci/interp", "registry", false},
+		{"oci/sbom", "oci/sign", false},
+		{"oci/sbom", "registry", false},
+		{"oci/sbom", "layers/lock", true},
+		{"oci/sign", "oci/sbom", false},
+		{"publish", "oci/sbom", true},
 		{"broker/builder", "registry", true},
 		{"assemble", "broker", false},
 		{"assemble", "sandbox", true},

@@ -1,0 +1,159 @@
+package sbom
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/klauspost/compress/gzip"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci"
+)
+
+// maxMetadataBytes bounds the METADATA read from a layer (long descriptions included),
+// as layers/wheel bounds it when installing.
+const maxMetadataBytes = 16 << 20
+
+// header is one field of core metadata.
+type header struct{ name, value string }
+
+// metadata is the header fields of a wheel's core metadata (METADATA), in order.
+type metadata []header
+
+// get is the first value of the field, matched ignoring case.
+func (m metadata) get(name string) string {
+	for _, h := range m {
+		if strings.EqualFold(h.name, name) {
+			return h.value
+		}
+	}
+	return ""
+}
+
+// all is every value of the field, in order.
+func (m metadata) all(name string) []string {
+	var out []string
+	for _, h := range m {
+		if strings.EqualFold(h.name, name) {
+			out = append(out, h.value)
+		}
+	}
+	return out
+}
+
+// parseMetadata reads the header block of core metadata as the email parser reads it
+// (RFC 822 fields, continuation lines indented), up to the first line that is neither
+// a field nor a continuation; the body (the long description) is ignored. Continuation
+// lines lose the indentation core metadata gives them (eight spaces, or seven and "|")
+// and are joined with newlines. Bytes that are not UTF-8 are replaced.
+func parseMetadata(b []byte) metadata {
+	s := string(b)
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+	}
+	var out metadata
+	for len(s) > 0 {
+		line, rest, _ := strings.Cut(s, "\n")
+		s = rest
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" {
+			break // the body follows
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			if len(out) > 0 {
+				out[len(out)-1].value += "\n" + unindent(line)
+			}
+			continue
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			break
+		}
+		out = append(out, header{name, strings.TrimSpace(value)})
+	}
+	for i := range out {
+		out[i].value = strings.TrimRight(out[i].value, " \t\n")
+	}
+	return out
+}
+
+func unindent(line string) string {
+	switch {
+	case strings.HasPrefix(line, "        "):
+		return line[8:]
+	case strings.HasPrefix(line, "       |"):
+		return line[8:]
+	}
+	return strings.TrimLeft(line, " \t")
+}
+
+// isMetadataPath reports whether a layer entry is the METADATA of an installed wheel:
+// site-packages/<name>-<version>.dist-info/METADATA (layers/wheel's tree layout).
+func isMetadataPath(name string) bool {
+	dir, file := path.Split(name)
+	dir = strings.TrimSuffix(dir, "/")
+	return file == "METADATA" && path.Dir(dir) == "site-packages" && strings.HasSuffix(dir, ".dist-info")
+}
+
+// wheelMetadata reads the METADATA of the wheel installed in layer blob d, nil when the
+// layer holds none. The blob is read only as far as METADATA, then the rest of it is
+// hashed (not unpacked), so that its digest is checked all the same.
+func wheelMetadata(ctx context.Context, blobs Blobs, d v1.Descriptor) ([]byte, error) {
+	rc, err := blobs.Blob(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("opening layer blob %s: %w", d.Digest, err)
+	}
+	defer rc.Close()
+	vr := oci.NewVerifyReader(rc, d)
+	meta, err := scanLayer(vr, d.MediaType)
+	if err != nil {
+		return nil, fmt.Errorf("reading layer blob %s: %w", d.Digest, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if _, err := io.Copy(io.Discard, vr); err != nil {
+		return nil, fmt.Errorf("reading layer blob %s: %w", d.Digest, err)
+	}
+	return meta, nil
+}
+
+// scanLayer finds the METADATA entry in a layer stream of the given media type.
+func scanLayer(r io.Reader, mediaType string) ([]byte, error) {
+	var tr *tar.Reader
+	switch mediaType {
+	case v1.MediaTypeImageLayerGzip:
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer gz.Close()
+		tr = tar.NewReader(gz)
+	case v1.MediaTypeImageLayer:
+		tr = tar.NewReader(r)
+	default:
+		return nil, fmt.Errorf("media type %q: an SBOM is read from gzip'd or plain tar layers, as pylayer writes them", mediaType)
+	}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if h.Typeflag != tar.TypeReg || !isMetadataPath(h.Name) {
+			continue
+		}
+		if h.Size > maxMetadataBytes {
+			return nil, fmt.Errorf("%s is %d bytes, the limit is %d", h.Name, h.Size, maxMetadataBytes)
+		}
+		return io.ReadAll(tr)
+	}
+}
