@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -46,7 +47,9 @@ type Options struct {
 	// Interpreter is the host path of the target's python3, used to compile .pyc at build
 	// time; "" builds without .pyc.
 	Interpreter string
-	// Jobs bounds parallel downloads and installs; 0 means GOMAXPROCS.
+	// Jobs bounds parallel installs; 0 means twice GOMAXPROCS, as an install spends
+	// much of its time waiting for the interpreter and for flushes. The .pyc are
+	// compiled by at most GOMAXPROCS interpreter processes.
 	Jobs int
 }
 
@@ -70,13 +73,16 @@ type Tree struct {
 
 // Trees installs every package of l (in parallel) and returns their trees in lock order.
 func (b *Builder) Trees(ctx context.Context, l *lock.Lock) ([]Tree, error) {
-	out := make([]Tree, len(l.Packages))
-	err := b.EachTree(ctx, l, func(_ context.Context, i int, t Tree) error {
-		out[i] = t
-		return nil
-	})
+	_, id, err := b.installOptions(ctx, l.Target.Python)
 	if err != nil {
 		return nil, err
+	}
+	if err := b.EachTree(ctx, l, func(context.Context, int, Tree) error { return nil }); err != nil {
+		return nil, err
+	}
+	out := make([]Tree, len(l.Packages))
+	for i, p := range l.Packages {
+		out[i] = b.treeOf(p, id)
 	}
 	return out, nil
 }
@@ -90,6 +96,10 @@ const downloads = 8
 // work counts against Options.Jobs like an install's. The first error, of an install or
 // of fn, cancels the rest and is returned.
 //
+// A tree that was just installed is handed to fn while it is being flushed to disk, in
+// its temporary directory (t.Dir); once both are done EachTree renames it into place.
+// So fn may read t.Dir only until it returns.
+//
 // The wheels missing from the wheelhouse are all fetched at once (a few at a time);
 // trees are installed Jobs at a time, the biggest wheel that is at hand first, so that
 // the longest jobs do not come last; their .pyc are compiled by one wheel.Compiler that
@@ -97,7 +107,7 @@ const downloads = 8
 func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx context.Context, i int, t Tree) error) error {
 	jobs := b.Options.Jobs
 	if jobs <= 0 {
-		jobs = runtime.GOMAXPROCS(0)
+		jobs = 2 * runtime.GOMAXPROCS(0)
 	}
 	opts, id, err := b.installOptions(ctx, l.Target.Python)
 	if err != nil {
@@ -113,7 +123,7 @@ func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx contex
 		}
 	}
 	if len(missing) > 0 && opts.Interpreter != "" {
-		c, err := wheel.NewCompiler(ctx, opts.Interpreter, jobs)
+		c, err := wheel.NewCompiler(ctx, opts.Interpreter, min(jobs, runtime.GOMAXPROCS(0)))
 		if err != nil {
 			return err
 		}
@@ -156,12 +166,13 @@ func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx contex
 					return err
 				}
 				t := trees[i]
-				if whl[i] != "" { // read after pop: the push happened before
-					if err := b.install(ctx, t, whl[i], opts); err != nil {
-						return fmt.Errorf("%s: %w", t.Package.Filename, err)
+				if whl[i] == "" { // read after pop: the push happened before
+					if err := fn(ctx, i, t); err != nil {
+						return err
 					}
+					continue
 				}
-				if err := fn(ctx, i, t); err != nil {
+				if err := b.install(ctx, t, whl[i], opts, func(t Tree) error { return fn(ctx, i, t) }); err != nil {
 					return err
 				}
 			}
@@ -224,7 +235,7 @@ func (b *Builder) Tree(ctx context.Context, p lock.Package, python string) (Tree
 	if err != nil {
 		return Tree{}, err
 	}
-	return t, b.install(ctx, t, whl, opts)
+	return t, b.install(ctx, t, whl, opts, nil)
 }
 
 // treeOf is where the tree of p installed with the options identified by optsID lives.
@@ -233,9 +244,14 @@ func (b *Builder) treeOf(p lock.Package, optsID string) Tree {
 	return Tree{Package: p, Dir: filepath.Join(b.Root, "trees", key), Key: key}
 }
 
-// install installs wheel whl as tree t, unless another process did first.
-func (b *Builder) install(ctx context.Context, t Tree, whl string, opts wheel.InstallOptions) error {
+// install installs wheel whl as tree t, unless another process did first, and calls fn
+// (unless nil) with it in its temporary directory while it is flushed, before it is
+// renamed into place.
+func (b *Builder) install(ctx context.Context, t Tree, whl string, opts wheel.InstallOptions, fn func(Tree) error) error {
 	if _, err := os.Stat(t.Dir); err == nil {
+		if fn != nil {
+			return fn(t)
+		}
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(t.Dir), 0o755); err != nil {
@@ -247,8 +263,21 @@ func (b *Builder) install(ctx context.Context, t Tree, whl string, opts wheel.In
 	}
 	defer os.RemoveAll(tmp)
 	inst := filepath.Join(tmp, "tree")
+	opts.NoSync = true // flushed below, while fn works
 	if _, err := wheel.Install(ctx, whl, inst, opts); err != nil {
 		return fmt.Errorf("installing %s: %w", t.Package.Filename, err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return fsx.SyncFS(gctx, inst) })
+	if fn != nil {
+		g.Go(func() error {
+			at := t
+			at.Dir = inst
+			return fn(at)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := os.Rename(inst, t.Dir); err != nil {
 		if _, statErr := os.Stat(t.Dir); statErr == nil {

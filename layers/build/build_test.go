@@ -169,8 +169,10 @@ func multiSetup(t *testing.T, n int) (*index.Client, *lock.Lock) {
 	return c, l
 }
 
-// TestEachTree: fn sees every tree once, with its index, as Trees returns them; a tree
-// already built is handed out without fetching; fn's error is EachTree's, and stops it.
+// TestEachTree: fn sees every tree once, with its index, as Trees returns them, a new one
+// in its temporary directory, which is in place (and the temporary gone) once EachTree
+// returns; a tree already built is handed out without fetching; fn's error is
+// EachTree's, and stops it.
 func TestEachTree(t *testing.T) {
 	c, l := multiSetup(t, 5)
 	fetch := &countingFetcher{Client: c}
@@ -201,19 +203,31 @@ func TestEachTree(t *testing.T) {
 		t.Fatalf("fn saw %d trees, want %d", len(seen), len(trees))
 	}
 	for i, tr := range trees {
-		if seen[i].Dir != tr.Dir || seen[i].Key != tr.Key || seen[i].Package.Filename != l.Packages[i].Filename {
+		if seen[i].Key != tr.Key || seen[i].Package.Filename != l.Packages[i].Filename {
 			t.Errorf("tree %d: fn saw %+v, Trees says %+v", i, seen[i], tr)
 		}
+		if seen[i].Dir == tr.Dir {
+			t.Errorf("tree %d was new, but fn saw it in place already", i)
+		}
+		if _, err := os.Stat(seen[i].Dir); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("tree %d: its temporary directory %s is still there (%v)", i, seen[i].Dir, err)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(b.Root, "trees")); len(ents) != len(trees) {
+		t.Errorf("trees/ has %d entries, want %d", len(ents), len(trees))
 	}
 	if n := fetch.downloads.Load(); n != int32(len(l.Packages)) {
 		t.Errorf("%d downloads for %d wheels", n, len(l.Packages))
 	}
 
-	// All cached, one job: the biggest wheel first.
+	// All cached, one job: the biggest wheel first, in place.
 	b.Options.Jobs = 1
 	var order []int64
 	boom := errors.New("boom")
-	err = b.EachTree(ctx, l, func(_ context.Context, i int, _ Tree) error {
+	err = b.EachTree(ctx, l, func(_ context.Context, i int, tr Tree) error {
+		if tr.Dir != trees[i].Dir {
+			t.Errorf("cached tree %d handed out at %s, not in place", i, tr.Dir)
+		}
 		order = append(order, l.Packages[i].Size)
 		if len(order) == 3 {
 			return boom

@@ -28,10 +28,10 @@ var fixedTime = time.Unix(0, 0)
 // The archive is verified completely before anything is written: file name, member
 // paths and modes, RECORD (every member with matching size and digest, every row a
 // member), limits, .dist-info name, METADATA, WHEEL and entry points. The tree is then
-// built in a temporary sibling of dest, fsynced and renamed to dest; on any error the
-// temporary directory is removed and dest does not exist. File modes are 0644 or 0755,
-// directories 0755, and every modification time is the Unix epoch, so the tree depends
-// only on the wheel and the options.
+// built in a temporary sibling of dest, fsynced (unless NoSync) and renamed to dest; on
+// any error the temporary directory is removed and dest does not exist. File modes are
+// 0644 or 0755, directories 0755, and every modification time is the Unix epoch, so the
+// tree depends only on the wheel and the options.
 func Install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (*Installed, error) {
 	inst, err := install(ctx, wheelPath, dest, opts)
 	if err != nil {
@@ -88,6 +88,13 @@ func install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (
 	inst, err := p.write(ctx, tmp, o)
 	if err != nil {
 		return nil, err
+	}
+	if o.NoSync {
+		if err := os.Rename(tmp, dest); err != nil {
+			return nil, err
+		}
+		done = true
+		return inst, nil
 	}
 	// One syncfs for the whole tree instead of an fsync per file: a wheel has thousands of
 	// files, and per-file fsync made installs several times slower than pip's.

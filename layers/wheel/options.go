@@ -56,6 +56,10 @@ type InstallOptions struct {
 	PythonVersion string
 	// Requested writes .dist-info/REQUESTED, as pip does for a user-requested install.
 	Requested bool
+	// NoSync leaves the tree unflushed: the caller flushes it (fsx.SyncFS) before it
+	// relies on it surviving a crash, e.g. before renaming it where others trust it, so
+	// that the flush can overlap other work.
+	NoSync bool
 	// Limits, checked against RECORD and again while inflating: bytes per file,
 	// bytes in total, number of archive members. Zero means the default.
 	MaxFileBytes, MaxTotalBytes int64
