@@ -10,7 +10,10 @@ import (
 
 	"github.com/opencontainers/go-digest"
 
+	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/sbom"
 	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry"
 )
@@ -50,15 +53,21 @@ func fixture(t *testing.T) (registry.Repo, sign.Signer, *sign.Verifier) {
 	return repo, signer, v
 }
 
-// artifact is a one-layer artifact; its layer blob is written into dir.
-func artifact(t *testing.T, dir, key string) oci.Artifact {
+// artifact is a one-layer artifact of a valid lock of wheel m at version; its layer blob
+// (a tree with the wheel's METADATA) is written into dir.
+func artifact(t *testing.T, dir, version string) oci.Artifact {
 	t.Helper()
 	tree := filepath.Join(dir, "tree")
-	if err := os.MkdirAll(filepath.Join(tree, "site-packages"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(tree, "site-packages", "m.py"), []byte("x = 1\n"), 0o644); err != nil {
-		t.Fatal(err)
+	for name, body := range map[string]string{
+		"site-packages/m.py": "x = 1\n",
+		"site-packages/m-" + version + ".dist-info/METADATA": "Metadata-Version: 2.1\nName: m\nVersion: " + version + "\nLicense: MIT\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(tree, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tree, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var blob bytes.Buffer
 	desc, _, err := oci.TarTree(context.Background(), tree, &blob)
@@ -69,17 +78,29 @@ func artifact(t *testing.T, dir, key string) oci.Artifact {
 	if err := os.WriteFile(path, blob.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: []byte(`{"lock":"` + key + `"}`),
-		Layers:      []oci.LayerBlob{{Path: path, Desc: desc, Title: "m-1.0-py3-none-any.whl", WheelSHA256: digest.FromString("m").Encoded()}},
-		Annotations: map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: key}}
+	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	whl := "m-" + version + "-py3-none-any.whl"
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindBase, Target: tg, Requirements: []string{"m"},
+		Packages: []lock.Package{{Name: "m", Version: version, Filename: whl, SHA256: digest.FromString("m").Encoded(), Size: 1, RequiredBy: []string{lock.Requested}}}}
+	content, err := l.Content()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: content,
+		Layers:      []oci.LayerBlob{{Path: path, Desc: desc, Title: whl, WheelSHA256: digest.FromString("m").Encoded()}},
+		Annotations: map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: lock.KeyOf(content)}}
 }
 
-// TestPublish: the first publish builds, pushes, signs and tags; the second builds nothing
-// and gives the same digest; a failing build leaves the tag missing.
+// TestPublish: the first publish builds, pushes, signs, attests its SBOM and tags; the
+// second builds and writes nothing and gives the same digest; a failing build leaves the
+// tag missing.
 func TestPublish(t *testing.T) {
 	ctx := context.Background()
 	repo, signer, v := fixture(t)
-	a := artifact(t, t.TempDir(), "k1")
+	a := artifact(t, t.TempDir(), "1.0")
 	builds := 0
 	make := func(context.Context) (oci.Artifact, error) { builds++; return a, nil }
 	tests := []struct {
@@ -95,7 +116,7 @@ func TestPublish(t *testing.T) {
 		{"again", "base-k1", make, nil, false, 1, false},
 		{"build fails", "base-k2", func(context.Context) (oci.Artifact, error) { return oci.Artifact{}, errors.New("no wheel") }, nil, false, 1, true},
 	}
-	var first digest.Digest
+	var first, firstAtt digest.Digest
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := Publish(ctx, repo, tc.tag, tc.make, signer, tc.also...)
@@ -122,6 +143,15 @@ func TestPublish(t *testing.T) {
 			if _, err := sign.Verify(ctx, repo, res.Desc, v); err != nil {
 				t.Errorf("not signed by the key: %v", err)
 			}
+			checkSBOM(t, repo, res, v, a)
+			if res.Attested != tc.wantPushed {
+				t.Errorf("attested %v, want %v (only the first publish writes one)", res.Attested, tc.wantPushed)
+			}
+			if firstAtt == "" {
+				firstAtt = res.Attestation.Digest
+			} else if res.Attestation.Digest != firstAtt {
+				t.Errorf("attestation manifest %s, the first publish wrote %s", res.Attestation.Digest, firstAtt)
+			}
 			for _, tag := range tc.also {
 				if d, err := repo.Resolve(ctx, tag); err != nil || d.Digest != res.Desc.Digest {
 					t.Errorf("tag %s: %v %v, want %s", tag, d.Digest, err, res.Desc.Digest)
@@ -132,4 +162,71 @@ func TestPublish(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkSBOM checks that the artifact res published carries a signed SBOM attestation that
+// v verifies, whose predicate is sbom.Generate's document of a.
+func checkSBOM(t *testing.T, repo registry.Repo, res Result, v *sign.Verifier, a oci.Artifact) {
+	t.Helper()
+	ctx := context.Background()
+	r, err := sign.VerifyAttestations(ctx, repo, res.Desc, sign.PredicateTypeSPDX, v)
+	if err != nil {
+		t.Fatalf("no SBOM attestation: %v", err)
+	}
+	if r.AttestationManifest.Digest != res.Attestation.Digest {
+		t.Errorf("Publish reported attestation %s, the tag holds %s", res.Attestation.Digest, r.AttestationManifest.Digest)
+	}
+	raw, err := repo.Manifest(ctx, res.Desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := sbom.Generate(ctx, raw, a.Config, sbom.ArtifactBlobs(a))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Last().Statement.Predicate; !bytes.Equal(got, want) {
+		t.Errorf("attested SBOM\n%s\nwant\n%s", got, want)
+	}
+	d, err := sbom.Parse(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.Package("SPDXRef-Package-m"); p == nil || p.LicenseDeclared != "MIT" {
+		t.Errorf("the SBOM's wheel: %+v, want m under MIT", p)
+	}
+}
+
+// TestPublishAttestsExisting: an artifact published and signed before SBOMs were attached
+// gets its SBOM from the repository's blobs, without a build; another key attests it too.
+func TestPublishAttestsExisting(t *testing.T) {
+	ctx := context.Background()
+	repo, signer, v := fixture(t)
+	a := artifact(t, t.TempDir(), "2.0")
+	desc, _, err := registry.Push(ctx, repo, a, "base-old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sign.Sign(ctx, repo, desc, repo.Name(), signer); err != nil {
+		t.Fatal(err)
+	}
+	noBuild := func(context.Context) (oci.Artifact, error) { return oci.Artifact{}, errors.New("built again") }
+	res, err := Publish(ctx, repo, "base-old", noBuild, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Pushed || !res.Attested || res.Desc.Digest != desc.Digest {
+		t.Fatalf("publish of an existing artifact: %+v, want it attested, not pushed", res)
+	}
+	checkSBOM(t, repo, res, v, a)
+
+	_, other, otherV := fixture(t)
+	res2, err := Publish(ctx, repo, "base-old", noBuild, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res2.Attested || res2.Attestation.Digest == res.Attestation.Digest {
+		t.Fatalf("another key's publish: %+v, want a second attestation", res2)
+	}
+	checkSBOM(t, repo, res2, otherV, a)
+	checkSBOM(t, repo, res2, v, a) // the first key's attestation stays
 }
