@@ -301,7 +301,8 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 	var buf *bytes.Buffer
 	var f *os.File
 	if d.Size <= maxMemBlobBytes {
-		buf = new(bytes.Buffer)
+		buf = blobBuffers.Get().(*bytes.Buffer)
+		buf.Reset()
 		buf.Grow(int(d.Size) + bytes.MinRead)
 		w = buf
 	} else {
@@ -318,16 +319,39 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 		if f != nil {
 			f.Close()
 		}
+		if buf != nil {
+			blobBuffers.Put(buf)
+		}
 		return nil, fmt.Errorf("fetching: %w", err)
 	}
 	if buf != nil {
-		return io.NopCloser(bytes.NewReader(buf.Bytes())), nil
+		return &blobMem{Reader: bytes.NewReader(buf.Bytes()), buf: buf}, nil
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return &blobFile{Reader: bufio.NewReaderSize(f, 1<<20), f: f}, nil
+}
+
+// blobBuffers holds the buffers of blobs fetched into memory once they are
+// unpacked, so that the next blob reuses one (no zeroing, no page faults for
+// every blob).
+var blobBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// blobMem reads a blob fetched into memory; Close returns its buffer.
+type blobMem struct {
+	*bytes.Reader
+	buf *bytes.Buffer
+}
+
+func (b *blobMem) Close() error {
+	if b.buf != nil {
+		b.Reset(nil)
+		blobBuffers.Put(b.buf)
+		b.buf = nil
+	}
+	return nil
 }
 
 // blobFile reads a fetched blob back from its file, removing the file on Close.

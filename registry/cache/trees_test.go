@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -198,4 +200,33 @@ func TestInstallTrustsOnlyVerifiersOfTheBlob(t *testing.T) {
 			assertConsistent(t, c)
 		})
 	}
+}
+
+// TestInstallManyBlobs: blobs fetched into reused buffers, several at a time, each
+// unpack into exactly their own content (not only into what their file lists say).
+func TestInstallManyBlobs(t *testing.T) {
+	ctx := context.Background()
+	c := openCache(t, WithParallelism(4))
+	s := newStore()
+	var wheels []wheel
+	for i := range 12 {
+		name := fmt.Sprintf("w%02d", i)
+		wheels = append(wheels, wheel{name + "-1.0-py3-none-any.whl", map[string]string{
+			"site-packages/" + name + "/__init__.py": name,
+			"site-packages/" + name + "/data.bin":    randomBytes(t, (i+1)*7<<10),
+		}})
+	}
+	fx := s.add(artifact(t, "many", wheels...))
+	root, err := c.Install(ctx, fx.md, fx.manifest, s.fetch, nil)
+	must(t, err)
+	for _, w := range wheels {
+		for p, want := range w.files {
+			got, err := os.ReadFile(filepath.Join(root, p))
+			must(t, err)
+			if string(got) != want {
+				t.Errorf("%s: %d bytes differing from the wheel's %d", p, len(got), len(want))
+			}
+		}
+	}
+	assertConsistent(t, c)
 }
