@@ -60,7 +60,9 @@ func WithLimits(l Limits) Option {
 }
 
 // WithParallelism sets how many blobs one Install fetches and unpacks at once
-// (default: GOMAXPROCS, at most 8).
+// (default: twice GOMAXPROCS, at most 8: a blob being fetched waits on the
+// registry and one being unpacked on the file system, so one per core leaves
+// cores idle).
 func WithParallelism(n int) Option {
 	return func(c *Cache) error {
 		if n < 1 {
@@ -84,7 +86,7 @@ func Open(root string, opts ...Option) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening host cache %q: %w", root, err)
 	}
-	c := &Cache{root: abs, limits: DefaultLimits(), parallel: min(runtime.GOMAXPROCS(0), 8)}
+	c := &Cache{root: abs, limits: DefaultLimits(), parallel: min(2*runtime.GOMAXPROCS(0), 8)}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("opening host cache %q: %w", root, err)
