@@ -27,7 +27,8 @@ func newInterpreterPublishCmd(g *globals) *cobra.Command {
 		Long: `Pack a relocatable CPython prefix (a directory, or a python-build-standalone install_only
 tarball) into a signed interpreter artifact. Its config records the version, ABI, platform
 tags and marker environment, probed by running the interpreter once, and the in-sandbox
-mount path /opt/python. Tagged cpython-<version>-<key>.`,
+mount path /opt/python. Tagged cpython-<version>-<key>. Its SPDX SBOM (the CPython version
+and the prefix's tree digest) is attached as an attestation signed by the same key.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if f.repo == "" || f.key == "" {

@@ -38,8 +38,10 @@ func newPublishCmd(g *globals) *cobra.Command {
 		Long: `Build the layer of a lock (or reuse the one already built for its key), push it to a
 registry repository or an OCI layout (oci:DIR) tagged <kind>-<key>, and sign it with a
 cosign key (classic tag-based signature, no transparency log; the password comes from
-COSIGN_PASSWORD). Blobs the repository has are not uploaded again; an interrupted publish
-can be run again and completes.`,
+COSIGN_PASSWORD), with its SPDX SBOM attached as an attestation signed by the same key
+(cosign verify-attestation --type spdxjson checks it, pylayer sbom prints it). Blobs the
+repository has are not uploaded again; an interrupted publish can be run again and
+completes.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return runPublish(cmd, g, f, args[0]) },
 	}
@@ -62,6 +64,9 @@ type publishResult struct {
 	Pushed   bool               `json:"pushed"` // false: the repository had it already
 	Stats    registry.PushStats `json:"stats"`
 	SignedBy string             `json:"signed_by"`
+	// Attestation is the digest of the manifest tagged sha256-<hex>.att that holds the
+	// signed SPDX SBOM (pylayer sbom REF prints it).
+	Attestation string `json:"attestation"`
 }
 
 func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
@@ -92,7 +97,7 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 }
 
 // publishArtifact pushes the artifact make builds (unless repoStr already has tag), signs
-// it, and points the extra tags at it.
+// it, attests its SBOM, and points the extra tags at it.
 func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer sign.Signer, keyPath, tag string, tags []string, make func() (oci.Artifact, error)) (publishResult, error) {
 	ctx := cmd.Context()
 	res := publishResult{Tag: tag}
@@ -107,7 +112,7 @@ func publishArtifact(cmd *cobra.Command, rf *regFlags, repoStr string, signer si
 	if err != nil {
 		return res, err
 	}
-	res.Pushed, res.Stats = pub.Pushed, pub.Stats
+	res.Pushed, res.Stats, res.Attestation = pub.Pushed, pub.Stats, pub.Attestation.Digest.String()
 	if ids, err := sign.NewVerifier(keyPath, signer); err == nil {
 		if k := ids.KeyIDs(); len(k) > 0 {
 			res.SignedBy = k[0]

@@ -15,17 +15,19 @@ import (
 )
 
 type verifyResult struct {
-	Ref        string          `json:"ref"`
-	Digest     string          `json:"digest"`
-	Verified   bool            `json:"verified"`
-	SignedBy   []string        `json:"signed_by"`
-	Kind       string          `json:"kind"`
-	Key        string          `json:"key"`
-	Base       string          `json:"base,omitempty"`
-	Target     string          `json:"target"`
-	Packages   []lock.Package  `json:"packages"`
-	Consistent bool            `json:"consistent"` // the layers are the lock's wheels, the key is the lock's
-	Manifest   json.RawMessage `json:"-"`
+	Ref        string         `json:"ref"`
+	Digest     string         `json:"digest"`
+	Verified   bool           `json:"verified"`
+	SignedBy   []string       `json:"signed_by"`
+	Kind       string         `json:"kind"`
+	Key        string         `json:"key"`
+	Base       string         `json:"base,omitempty"`
+	Target     string         `json:"target"`
+	Packages   []lock.Package `json:"packages"`
+	Consistent bool           `json:"consistent"` // the layers are the lock's wheels, the key is the lock's
+	// Attestation is the artifact's SBOM attestation (pylayer sbom prints the document).
+	Attestation attestationReport `json:"attestation"`
+	Manifest    json.RawMessage   `json:"-"`
 }
 
 func newVerifyCmd(g *globals) *cobra.Command {
@@ -34,7 +36,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Use: "verify REF --trust cosign.pub",
 		Example: `  pylayer verify registry.internal/team/pylayer:current --trust cosign.pub
   pylayer verify oci:./out@sha256:4f1c... --trust policy.json --json`,
-		Short: "Check a layer's signature and summarize its signed lock, for auditors",
+		Short: "Check a layer's signature and SBOM attestation and summarize its signed lock, for auditors",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -58,6 +60,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 			}
 			// VerifyRef refused a manifest that contradicts its config (registry.CheckConsistent).
 			res.Consistent = true
+			if res.Attestation, err = reportSBOM(ctx, repo, v); err != nil {
+				return err
+			}
 			if m.ArtifactType == oci.ArtifactTypePython {
 				return printInterpreter(cmd, g, v.Config, res)
 			}
@@ -71,7 +76,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 				return g.print(cmd.OutOrStdout(), res, "")
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintf(w, "%s\nsigned by:\t%s\nkind:\t%s\nkey:\t%s\ntarget:\t%s\n", res.Ref, strings.Join(res.SignedBy, ", "), res.Kind, res.Key, res.Target)
+			fmt.Fprintf(w, "%s\nsigned by:\t%s\nsbom:\t%s\nkind:\t%s\nkey:\t%s\ntarget:\t%s\n", res.Ref, strings.Join(res.SignedBy, ", "), res.Attestation.text(), res.Kind, res.Key, res.Target)
 			if res.Base != "" {
 				fmt.Fprintf(w, "base:\t%s\n", res.Base)
 			}
@@ -100,6 +105,6 @@ func printInterpreter(cmd *cobra.Command, g *globals, config []byte, res verifyR
 		verifyResult
 		Interpreter interp.Config `json:"interpreter"`
 	}{res, cfg}
-	text := fmt.Sprintf("%s\nsigned by:  %s\nkind:       python (mounted at %s)\nversion:    %s %s %s\n", res.Ref, strings.Join(res.SignedBy, ", "), cfg.MountPath, cfg.Version, cfg.ABI, cfg.Platform)
+	text := fmt.Sprintf("%s\nsigned by:  %s\nsbom:       %s\nkind:       python (mounted at %s)\nversion:    %s %s %s\n", res.Ref, strings.Join(res.SignedBy, ", "), res.Attestation.text(), cfg.MountPath, cfg.Version, cfg.ABI, cfg.Platform)
 	return g.print(cmd.OutOrStdout(), out, strings.TrimSuffix(text, "\n"))
 }
