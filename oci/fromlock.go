@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -81,13 +83,24 @@ func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) 
 	if err != nil {
 		return lb, err
 	}
-	if err := w.Commit(ctx); err != nil {
-		return lb, err
-	}
 	lb.Desc = desc
 	b, err := json.Marshal(desc)
 	if err != nil {
 		return lb, err
 	}
-	return lb, fsx.WriteFile(ctx, meta, b, 0o644)
+	m, err := fsx.Create(ctx, meta, 0o644)
+	if err != nil {
+		return lb, err
+	}
+	defer m.Cleanup()
+	if _, err := m.Write(b); err != nil {
+		return lb, fmt.Errorf("writing %s: %w", meta, err)
+	}
+	// Both at once, so that their flushes share the file system's commits. The descriptor
+	// may be in place before the blob: one whose blob is missing or of another size is
+	// not trusted above.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Commit(gctx) })
+	g.Go(func() error { return m.Commit(gctx) })
+	return lb, g.Wait()
 }
