@@ -71,8 +71,9 @@ func cosignAttested(t *testing.T, out string) (subject string, predicate json.Ra
 // TestSBOMAttestationRegistry: a layer published to a real registry (TLS, htpasswd)
 // carries its SPDX SBOM as an attestation that the stock cosign verify-attestation
 // --type spdxjson accepts with the publisher's key and refuses with another; pylayer sbom
-// prints the same document, verify reports it, publishing again adds no attestation, and
-// an attestation copied onto another layer is refused by cosign and pylayer alike.
+// prints the same document, verify reports it, publishing again adds no attestation, an
+// attestation copied onto another layer is refused by cosign and pylayer alike, and an
+// interpreter's SBOM names its CPython version and tree digest.
 func TestSBOMAttestationRegistry(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -175,5 +176,28 @@ func TestSBOMAttestationRegistry(t *testing.T) {
 	}
 	if !ver.Attestation.Present || ver.Attestation.Verified {
 		t.Errorf("verify --json of a copied attestation: %+v, want present, not verified", ver.Attestation)
+	}
+
+	// An interpreter's SBOM: the CPython version and the prefix's tree digest.
+	py := publishInterpreter(ctx, t, ci, repo, priv, tls...)
+	out, err = verifyAtt(pub, py.Ref)
+	if err != nil {
+		t.Fatalf("cosign verify-attestation of the interpreter: %v\n%s", err, out)
+	}
+	if subject, predicate = cosignAttested(t, out); subject != py.Digest {
+		t.Fatalf("cosign verified an SBOM of %s, want the interpreter %s", subject, py.Digest)
+	}
+	var pdoc spdxDoc
+	if err := json.Unmarshal([]byte(h.must(ctx, t, append([]string{"sbom", py.Ref, "--trust", pub}, tls...)...)), &pdoc); err != nil {
+		t.Fatal(err)
+	}
+	var cpython string
+	for _, pk := range pdoc.Packages {
+		if pk.Name == "cpython" && len(pk.Checksums) == 1 && len(pk.Checksums[0].Value) == 64 {
+			cpython = pk.VersionInfo
+		}
+	}
+	if !strings.HasPrefix(cpython, "3.11.") || pdoc.Name != py.Tag {
+		t.Fatalf("the interpreter's SBOM %s: want cpython 3.11.x with its tree digest, named %s", predicate, py.Tag)
 	}
 }
