@@ -106,7 +106,7 @@ func attestSBOM(ctx context.Context, repo registry.Repo, desc v1.Descriptor, raw
 	if built != nil {
 		config, blobs = built.Config, sbom.ArtifactBlobs(*built)
 	} else {
-		log.Info("the artifact has no SBOM yet: reading its layers from the repository to write one", "ref", repo.Name()+"@"+desc.Digest.String())
+		log.Info("the artifact has no SBOM yet: reading its layers from the repository to write one", "digest", desc.Digest)
 		if config, err = readConfig(ctx, repo, raw); err != nil {
 			return v1.Descriptor{}, false, err
 		}

@@ -45,8 +45,8 @@
 // what `cosign sign` and `cosign attest` write, and both refuse the same tampering.
 //
 // This package must never import pylayer's registry client (registry/), the broker,
-// the sandbox, the catalog or the CLI (those build on it), nor sigstore's or cosign's
-// packages; it never calls go-containerregistry's remote package: all repository I/O
+// the sandbox, the catalog or the CLI (those build on it), nor oci/sbom (it signs any
+// predicate), nor sigstore's or cosign's packages; it never calls go-containerregistry's remote package: all repository I/O
 // goes through Reader and Store. The parent package oci must not import
 // this one, so that assembling artifacts does not pull in the sigstore dependency
 // tree. It never prints and never logs.
