@@ -143,7 +143,11 @@ func reportSBOM(ctx context.Context, repo registry.Repo, v *registry.Verified) (
 func (r attestationReport) text() string {
 	switch {
 	case r.Verified:
-		return "attested, verified (signed by " + strings.Join(r.SignedBy, ", ") + "; pylayer sbom prints it)"
+		ids := make([]string, len(r.SignedBy))
+		for i, s := range r.SignedBy {
+			ids[i], _, _ = strings.Cut(s, " ")
+		}
+		return "attested, verified (SPDX, signed by " + strings.Join(ids, ", ") + ")"
 	case r.Present:
 		return "attested, NOT verified: " + r.Problem
 	}
