@@ -120,6 +120,7 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 	}
 	defer root.Close()
 	known := map[string]written{} // files written here, by tree path
+	made := dirsMade{".": true}
 	for _, e := range p.entries {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -128,7 +129,7 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 		if e.exec || e.kind == kindScript {
 			mode = 0o755
 		}
-		w, err := p.extract(ctx, root, e, mode, o)
+		w, err := p.extract(ctx, root, made, e, mode, o)
 		if err != nil {
 			return nil, err
 		}
@@ -199,9 +200,9 @@ func writtenData(data []byte, mode os.FileMode) written {
 // archive is read a second time; it must not have changed). It returns the sha256 and
 // size of what it wrote: the member's own RECORD hash when that is a sha256 of the very
 // bytes written, so that RECORD is written without reading the tree again.
-func (p *plan) extract(ctx context.Context, root *os.Root, e *entry, mode os.FileMode, o InstallOptions) (written, error) {
+func (p *plan) extract(ctx context.Context, root *os.Root, made dirsMade, e *entry, mode os.FileMode, o InstallOptions) (written, error) {
 	w := written{mode: mode}
-	if err := root.MkdirAll(path.Dir(e.dest), 0o755); err != nil {
+	if err := made.mkdirAll(root, path.Dir(e.dest)); err != nil {
 		return w, err
 	}
 	rc, err := e.zf.Open()
@@ -245,6 +246,23 @@ func (p *plan) extract(ctx context.Context, root *os.Root, e *entry, mode os.Fil
 		w.sum = outSum.Sum(nil)
 	}
 	return w, out.Close()
+}
+
+// dirsMade are the directories of a tree made so far, so that each is made once, not
+// looked up again for every file in it.
+type dirsMade map[string]bool
+
+func (m dirsMade) mkdirAll(root *os.Root, dir string) error {
+	if m[dir] {
+		return nil
+	}
+	if err := root.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for ; !m[dir]; dir = path.Dir(dir) {
+		m[dir] = true
+	}
+	return nil
 }
 
 type counter struct{ n int64 }
