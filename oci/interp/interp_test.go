@@ -103,13 +103,14 @@ var (
 // builtPrefix is the artifact of the Debian prefix, built once for the tests that only read it.
 func builtPrefix(t *testing.T) (oci.Artifact, Config, v1.Descriptor) {
 	t.Helper()
+	prefix := debianPrefix(t) // skips the calling test, every time, where there is none
 	prefixOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "pylayer-interp-build-*")
 		if err != nil {
 			return
 		}
 		prefixWork = dir
-		a, c, err := Artifact(context.Background(), debianPrefix(t), dir)
+		a, c, err := Artifact(context.Background(), prefix, dir)
 		if err != nil {
 			return
 		}
