@@ -21,7 +21,8 @@
 // parallel (small blobs fetched into memory, never written to tmp/), links each
 // tree into the layer root as soon as it is unpacked, and makes the new trees
 // and the layer durable with one syncfs before renaming them into place, trees
-// first. Cross-process flock locks make many processes installing the same
+// first (writeback starts in the background while it still unpacks, so that
+// this syncfs finds little left to write). Cross-process flock locks make many processes installing the same
 // layer download and unpack each blob once; an install never waits for a tree
 // lock while it holds trees not yet in place. A layer that a running sandbox
 // holds (Hold) is never removed by GC.

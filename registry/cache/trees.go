@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -60,8 +61,12 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 		}
 	}()
 	var busy []int
+	fl := c.startFlusher(ctx)
 	err = c.eachLayer(ctx, len(layers), func(ctx context.Context, i int) error {
 		p, err := c.ensureTree(ctx, i, layers[i], links, fetch, emit, lb, false)
+		if p != nil {
+			fl.kick()
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -74,6 +79,7 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 		}
 		return nil
 	})
+	fl.stop()
 	if err != nil || len(busy) == 0 {
 		return pending, err
 	}
@@ -96,6 +102,43 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 		}
 		return nil
 	})
+}
+
+// flusher starts writing back what an install wrote while it goes on
+// unpacking, so that the syncfs that makes the install durable (commit) finds
+// little left to write instead of waiting, CPUs idle, for all of it: each kick
+// starts a syncfs unless one runs, in which case one more follows it. Its
+// syncfs calls are for speed only: nothing is renamed into view after them,
+// and their errors are left to commit's.
+type flusher struct {
+	kicks chan struct{}
+	done  chan struct{}
+}
+
+func (c *Cache) startFlusher(ctx context.Context) *flusher {
+	f := &flusher{kicks: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		for range f.kicks {
+			if durable && ctx.Err() == nil {
+				fsx.SyncFS(ctx, c.tmpDir())
+			}
+		}
+	}()
+	return f
+}
+
+func (f *flusher) kick() {
+	select {
+	case f.kicks <- struct{}{}:
+	default: // one is queued already
+	}
+}
+
+// stop waits for the syncfs under way, if any.
+func (f *flusher) stop() {
+	close(f.kicks)
+	<-f.done
 }
 
 // eachLayer runs f for 0..n-1, c.parallel at a time; the first failure
