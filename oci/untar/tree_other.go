@@ -24,7 +24,7 @@ func (t rootTree) symlink(target, name string) error  { return t.root.Symlink(ta
 func (t rootTree) link(oldname, newname string) error { return t.root.Link(oldname, newname) }
 func (t rootTree) close()                             { t.root.Close() }
 
-func (t rootTree) create(name string) (file, error) {
+func (t rootTree) create(name string, _ fs.FileMode) (file, error) {
 	f, err := t.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, err

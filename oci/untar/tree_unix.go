@@ -5,7 +5,10 @@ package untar
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -135,19 +138,43 @@ func (t *fdTree) link(oldname, newname string) error {
 	return nil
 }
 
-func (t *fdTree) create(name string) (file, error) {
+// create makes the file with its final mode when the umask cannot narrow it
+// (it is opened for writing all the same), which saves an fchmod per file;
+// otherwise 0600, and finish sets the mode.
+func (t *fdTree) create(name string, mode fs.FileMode) (file, error) {
 	pfd, base, err := t.parent(name)
 	if err != nil {
 		return nil, err
 	}
+	perm, chmod := uint32(0o600), true
+	if u, ok := umask(); ok && uint32(mode.Perm())&u == 0 {
+		perm, chmod = uint32(mode.Perm()), false
+	}
 	fd, err := retry(func() (int, error) {
-		return unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		return unix.Openat(pfd, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
 	})
 	if err != nil {
 		return nil, &fs.PathError{Op: "openat", Path: name, Err: err}
 	}
-	return &fdFile{fd: fd, name: name}, nil
+	return &fdFile{fd: fd, name: name, chmod: chmod}, nil
 }
+
+// umask is the process's file mode creation mask, as Linux reports it in
+// /proc/self/status (read once: pylayer never changes it); ok is false where
+// it cannot be read without changing it.
+var umask = sync.OnceValues(func() (uint32, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+			u, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32)
+			return uint32(u), err == nil && u <= 0o777
+		}
+	}
+	return 0, false
+})
 
 func (t *fdTree) close() {
 	t.closeDirs()
@@ -157,8 +184,9 @@ func (t *fdTree) close() {
 // fdFile is a file being written through its raw descriptor: no poller
 // registration, no flag juggling, one write(2) per chunk.
 type fdFile struct {
-	fd   int
-	name string
+	fd    int
+	name  string
+	chmod bool // created with another mode than its final one
 }
 
 func (f *fdFile) Write(b []byte) (int, error) {
@@ -174,7 +202,10 @@ func (f *fdFile) Write(b []byte) (int, error) {
 }
 
 func (f *fdFile) finish(mode fs.FileMode) error {
-	err := retry0(func() error { return unix.Fchmod(f.fd, uint32(mode.Perm())) })
+	var err error
+	if f.chmod {
+		err = retry0(func() error { return unix.Fchmod(f.fd, uint32(mode.Perm())) })
+	}
 	if cerr := unix.Close(f.fd); err == nil && cerr != nil {
 		err = cerr
 	}

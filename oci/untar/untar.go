@@ -165,14 +165,14 @@ type tree interface {
 	mkdir(name string) error // mode 0755
 	symlink(target, name string) error
 	link(oldname, newname string) error
-	create(name string) (file, error) // a new regular file, mode 0600 until finished
+	create(name string, mode fs.FileMode) (file, error) // a new regular file, to have mode once finished
 	close()
 }
 
 // file is a regular file being written.
 type file interface {
 	io.Writer
-	finish(mode fs.FileMode) error // sets the final mode and closes
+	finish(mode fs.FileMode) error // makes sure it has mode (which the umask may have narrowed), closes
 	abort()                        // closes; Extract removes everything on error
 }
 
@@ -423,7 +423,7 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 	if x.o.ReadOnly {
 		mode &^= 0o200
 	}
-	f, err := x.tree.create(name)
+	f, err := x.tree.create(name, mode)
 	if err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
@@ -445,7 +445,7 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 		return x.unsafe(raw, "header says %d bytes, the archive holds %d", hdr.Size, n)
 	}
 	x.total += n
-	if err := f.finish(mode); err != nil { // not create's mode: the umask may have narrowed it
+	if err := f.finish(mode); err != nil {
 		return fmt.Errorf("unpacking %q: %w", raw, err)
 	}
 	x.made[name] = File
