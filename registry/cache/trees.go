@@ -44,8 +44,8 @@ func (p *pendingTree) discard() {
 // failure cancels the rest.
 //
 // Trees this install unpacks are returned pending: the caller makes them
-// durable with one syncfs for the whole install, the layer included (commit),
-// instead of one per tree. Their locks are held until then, so that no other
+// durable with one syncfs for the whole install, the layer included
+// (layerBuild.finish), instead of one per tree. Their locks are held until then, so that no other
 // process unpacks them too; to hold locks without waiting for any (two
 // installs each holding a tree the other waits for would deadlock), a tree
 // whose lock is busy is skipped at first, and waited for only once this
@@ -105,11 +105,12 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 }
 
 // flusher starts writing back what an install wrote while it goes on
-// unpacking, so that the syncfs that makes the install durable (commit) finds
-// little left to write instead of waiting, CPUs idle, for all of it: each kick
+// unpacking, so that the syncfs that makes the install durable
+// (layerBuild.finish) finds little left to write instead of waiting, CPUs idle,
+// for all of it: each kick
 // starts a syncfs unless one runs, in which case one more follows it. Its
 // syncfs calls are for speed only: nothing is renamed into view after them,
-// and their errors are left to commit's.
+// and their errors are left to that one's.
 type flusher struct {
 	kicks chan struct{}
 	done  chan struct{}
