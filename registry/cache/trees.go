@@ -106,11 +106,10 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 
 // flusher starts writing back what an install wrote while it goes on
 // unpacking, so that the syncfs that makes the install durable
-// (layerBuild.finish) finds little left to write instead of waiting, CPUs idle,
-// for all of it: each kick
-// starts a syncfs unless one runs, in which case one more follows it. Its
-// syncfs calls are for speed only: nothing is renamed into view after them,
-// and their errors are left to that one's.
+// (layerBuild.finish) finds little left to write instead of waiting, CPUs
+// idle, for all of it: each kick starts a syncfs unless one runs, in which
+// case one more follows it. Its syncfs calls are for speed only: nothing is
+// renamed into view after them, and their errors are left to that one's.
 type flusher struct {
 	kicks chan struct{}
 	done  chan struct{}
