@@ -131,7 +131,7 @@ func Attest(ctx context.Context, s Store, subject v1.Descriptor, statement []byt
 	if err != nil {
 		return fail(err)
 	}
-	d, err := appendLayer(ctx, s, AttestationTag(subject.Digest), ParseAttestationManifest,
+	d, _, err := appendLayer(ctx, s, AttestationTag(subject.Digest), ParseAttestationManifest,
 		func(base *SignatureManifest) (bool, error) { return hasAttestation(ctx, s, base, statement, own) },
 		func() (ggcr.Descriptor, []byte, error) {
 			env, err := SignEnvelope(signer, PayloadTypeInToto, statement)

@@ -12,6 +12,16 @@
 // not verify. Transparency logs, certificates and the newer bundle format are not used:
 // trust is a set of public keys chosen by the operator.
 //
+// Each signature manifest Sign tags is also stored as an OCI 1.1 referrer of the signed
+// manifest (referrers.go), as `cosign sign --registry-referrers-mode=oci-1-1` stores it,
+// so that `oras discover`, `regctl artifact list` and `cosign verify --experimental-oci11`
+// see it: the same layers, with artifactType application/vnd.dev.cosign.artifact.sig.v1+json
+// and a subject, pushed by digest, and listed by the registry's referrers API
+// (GET /v2/<name>/referrers/<digest>) or, for a registry without it and in an OCI layout,
+// appended to the image index tagged sha256-<hex> (the distribution spec's referrers tag
+// schema). Verify reads the classic tag first, then the referrers, so it accepts a
+// signature cosign stored either way.
+//
 // Attestations are stored as `cosign attest` stores them in tag mode (attest.go):
 //
 //	cosign verify-attestation --key cosign.pub --insecure-ignore-tlog=true --type spdxjson REPO@DIGEST
@@ -26,9 +36,14 @@
 // VerifyAttestations trusts only what the envelope's signature covers: the subject and
 // predicate type inside the statement, never the layer's annotations.
 //
+// cosign v2.6.5 writes attestations as referrers only in the sigstore bundle format,
+// which this package does not use, so attestations stay in the tag.
+//
 // The package is transport-agnostic: Verify and VerifyAttestations read through the
 // small, read-only Reader interface, Sign and Attest read and write through Store, and
-// registry.Repo (a remote registry or an OCI layout) satisfies both.
+// registry.Repo (a remote registry or an OCI layout) satisfies both; a Reader that also
+// implements ReferrersLister (registry.Repo of a remote registry) is asked for referrers
+// through the referrers API before the fallback tag.
 // Key files are cosign's own: LoadSigner reads an encrypted private key written by
 // `cosign generate-key-pair` or GenerateKeyPair (scrypt and NaCl secretbox, through
 // go-securesystemslib's encrypted package, the code cosign uses), LoadVerifier reads

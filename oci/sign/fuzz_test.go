@@ -53,3 +53,37 @@ func FuzzParseSignatureManifest(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseFallbackIndex(f *testing.F) {
+	for _, s := range []string{
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","size":10,"digest":"sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad","artifactType":"application/vnd.dev.cosign.artifact.sig.v1+json"}]}`,
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}`,
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"digest":"md5:x"}]}`,
+		cosignManifest, `{"schemaVersion":1}`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	add := ggcr.Descriptor{MediaType: "application/vnd.oci.image.manifest.v1+json", Size: 3, Digest: ggcr.Hash{Algorithm: "sha256", Hex: "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"}, ArtifactType: ArtifactTypeSignature}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		idx, err := parseFallbackIndex(b)
+		if err != nil {
+			return
+		}
+		for _, m := range idx.Manifests {
+			if m.Digest.Algorithm != "sha256" {
+				t.Fatalf("accepted %+v", m)
+			}
+		}
+		out, err := fallbackIndex(idx, add)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := parseFallbackIndex(out)
+		if err != nil {
+			t.Fatalf("fallbackIndex wrote an index parseFallbackIndex refuses: %v\n%s", err, out)
+		}
+		if len(again.Manifests) != len(idx.Manifests)+1 {
+			t.Fatalf("%d entries after appending to %d", len(again.Manifests), len(idx.Manifests))
+		}
+	})
+}

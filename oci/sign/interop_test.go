@@ -37,6 +37,12 @@ func cosignBinary(t *testing.T) string {
 // would need the network (TUF, Rekor) fails instead of depending on it.
 func runCosign(t *testing.T, bin string, args ...string) (string, error) {
 	t.Helper()
+	return runCosignEnv(t, bin, nil, args...)
+}
+
+// runCosignEnv is runCosign with env added to the environment.
+func runCosignEnv(t *testing.T, bin string, env []string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
@@ -49,6 +55,7 @@ func runCosign(t *testing.T, bin string, args ...string) (string, error) {
 		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9",
 		"NO_PROXY=127.0.0.1,localhost",
 	}
+	cmd.Env = append(cmd.Env, env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -128,6 +135,7 @@ func TestInteropStockCosign(t *testing.T) {
 		subject := pushSubject(t, s, "tampered")
 		other := pushSubject(t, s, "copied")
 		mustSign(t, s, subject, k[0].signer)
+		dropReferrers(t, s, subject)                           // else its intact copy verifies
 		editSig(t, s, subject, other, func(*ggcr.Manifest) {}) // copy onto other's tag
 		editSig(t, s, subject, subject, func(m *ggcr.Manifest) {
 			sig, _ := base64.StdEncoding.DecodeString(m.Layers[0].Annotations[AnnotationSignature])

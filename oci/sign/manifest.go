@@ -48,7 +48,8 @@ var ErrInvalidSignatureManifest = errors.New("invalid signature manifest")
 // SignatureManifest is a parsed cosign signature manifest (the manifest tagged
 // sha256-<hex>.sig).
 type SignatureManifest struct {
-	m ggcr.Manifest
+	m   ggcr.Manifest
+	raw []byte // the bytes parsed
 }
 
 // SignatureLayer is one layer of a signature manifest.
@@ -100,7 +101,7 @@ func parseCosignManifest(b []byte, layerLimit int64) (*SignatureManifest, error)
 			return nil, bad("layer %d: %v", i, err)
 		}
 	}
-	return &SignatureManifest{m: m}, nil
+	return &SignatureManifest{m: m, raw: b}, nil
 }
 
 func checkHash(h ggcr.Hash, size, limit int64) error {

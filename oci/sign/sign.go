@@ -32,6 +32,7 @@ type Reader interface {
 }
 
 // Store is the part of a repository that signing needs: Reader, and the pushes.
+// PushManifest with tag "" stores the manifest by digest only (a referrer).
 // registry.Repo (a remote registry or an OCI layout) satisfies it.
 type Store interface {
 	Reader
@@ -96,8 +97,14 @@ func Payload(subject digest.Digest, dockerReference string) ([]byte, error) {
 // SignatureTag(subject.Digest), appending it to the signatures already there (the
 // manifest bytes are what cosign's own `cosign sign` would write). dockerReference is
 // the identity the payload claims, "" for s.Name(). If the tag already holds a
-// signature of the same payload that signer's key verifies, nothing is written (the
-// same duplicate rule cosign applies). It returns the signature manifest's descriptor.
+// signature of the same payload that signer's key verifies, nothing is written to it
+// (the same duplicate rule cosign applies). It returns the signature manifest's
+// descriptor.
+//
+// The manifest now tagged is also stored as an OCI 1.1 referrer of subject
+// (referrers.go), as `cosign sign --registry-referrers-mode=oci-1-1` stores it, so that
+// referrers-aware tools see the signatures; a referrer already listed is not written
+// again, so signing again completes an earlier Sign that failed half way.
 //
 // Nothing depends on the time. Two signers appending to one tag at the same moment can
 // lose one signature (registries have no compare-and-swap); sign from one place.
@@ -112,7 +119,8 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("signing: %w", err)
 	}
-	d, err := appendLayer(ctx, s, SignatureTag(subject.Digest), ParseSignatureManifest,
+	tag := SignatureTag(subject.Digest)
+	d, raw, err := appendLayer(ctx, s, tag, ParseSignatureManifest,
 		func(base *SignatureManifest) (bool, error) { return findDuplicate(base, body, signer), nil },
 		func() (ggcr.Descriptor, []byte, error) {
 			sig, err := signMessage(signer, body)
@@ -123,6 +131,10 @@ func Sign(ctx context.Context, s Store, subject v1.Descriptor, dockerReference s
 		})
 	if err != nil {
 		return v1.Descriptor{}, fmt.Errorf("signing %s@%s: %w", s.Name(), subject.Digest, err)
+	}
+	if _, err := putReferrer(ctx, s, subject, raw); err != nil {
+		return v1.Descriptor{}, fmt.Errorf("signing %s@%s: the signature is stored under tag %s, but not as an OCI 1.1 referrer: %w (sign again to retry)",
+			s.Name(), subject.Digest, tag, err)
 	}
 	return d, nil
 }
@@ -141,38 +153,38 @@ func layerOf(body []byte, mediaType types.MediaType, annotations map[string]stri
 // cosign's mutate.AppendSignatures does, and pushes the layer, the config and the
 // manifest. When dup reports that the existing manifest holds the layer already, nothing
 // is written and its descriptor is returned. makeLayer (which signs) is called only when
-// a layer is to be written.
+// a layer is to be written. It returns the descriptor and bytes of the manifest tagged.
 func appendLayer(ctx context.Context, s Store, tag string, parse func([]byte) (*SignatureManifest, error),
-	dup func(*SignatureManifest) (bool, error), makeLayer func() (ggcr.Descriptor, []byte, error)) (v1.Descriptor, error) {
+	dup func(*SignatureManifest) (bool, error), makeLayer func() (ggcr.Descriptor, []byte, error)) (v1.Descriptor, []byte, error) {
 	base, baseDesc, err := readCosignManifest(ctx, s, tag, parse)
 	if err != nil && !errors.Is(err, oci.ErrNotFound) {
-		return v1.Descriptor{}, err
+		return v1.Descriptor{}, nil, err
 	}
 	var baseConfig []byte
 	if base != nil {
 		if d := base.Config(); d.MediaType == string(types.OCIConfigJSON) || d.MediaType == string(types.DockerConfigJSON) {
 			if baseConfig, err = readBlob(ctx, s, d, maxManifestSize); err != nil {
-				return v1.Descriptor{}, fmt.Errorf("reading config of %s: %w", tag, err)
+				return v1.Descriptor{}, nil, fmt.Errorf("reading config of %s: %w", tag, err)
 			}
 		}
 		found, err := dup(base)
 		if err != nil {
-			return v1.Descriptor{}, err
+			return v1.Descriptor{}, nil, err
 		}
 		if found {
-			return baseDesc, nil
+			return baseDesc, base.raw, nil
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return v1.Descriptor{}, err
+		return v1.Descriptor{}, nil, err
 	}
 	layer, body, err := makeLayer()
 	if err != nil {
-		return v1.Descriptor{}, err
+		return v1.Descriptor{}, nil, err
 	}
 	manifest, config, err := appendSignature(base, baseConfig, layer)
 	if err != nil {
-		return v1.Descriptor{}, err
+		return v1.Descriptor{}, nil, err
 	}
 	mediaType := string(types.OCIManifestSchema1)
 	if base != nil {
@@ -180,7 +192,7 @@ func appendLayer(ctx context.Context, s Store, tag string, parse func([]byte) (*
 	}
 	sm, err := parse(manifest)
 	if err != nil {
-		return v1.Descriptor{}, err // cannot happen: appendSignature writes what the parser accepts
+		return v1.Descriptor{}, nil, err // cannot happen: appendSignature writes what the parser accepts
 	}
 	for _, blob := range []struct {
 		d v1.Descriptor
@@ -193,14 +205,14 @@ func appendLayer(ctx context.Context, s Store, tag string, parse func([]byte) (*
 		if _, err := s.PushBlob(ctx, blob.d, func() (io.ReadCloser, error) {
 			return io.NopCloser(bytes.NewReader(blob.b)), nil
 		}); err != nil {
-			return v1.Descriptor{}, fmt.Errorf("pushing blob %s: %w", blob.d.Digest, err)
+			return v1.Descriptor{}, nil, fmt.Errorf("pushing blob %s: %w", blob.d.Digest, err)
 		}
 	}
 	d, err := s.PushManifest(ctx, manifest, mediaType, tag)
 	if err != nil {
-		return v1.Descriptor{}, fmt.Errorf("pushing %s: %w", tag, err)
+		return v1.Descriptor{}, nil, fmt.Errorf("pushing %s: %w", tag, err)
 	}
-	return d, nil
+	return d, manifest, nil
 }
 
 // findDuplicate reports whether base already holds a signature of body that the
@@ -234,15 +246,9 @@ func readCosignManifest(ctx context.Context, s Reader, tag string, parse func([]
 	if err != nil {
 		return nil, v1.Descriptor{}, fmt.Errorf("resolving %s: %w", tag, err)
 	}
-	if d.Size > maxManifestSize {
-		return nil, v1.Descriptor{}, fmt.Errorf("%w: %s is %d bytes, the limit is %d", ErrInvalidSignatureManifest, tag, d.Size, maxManifestSize)
-	}
-	raw, err := s.Manifest(ctx, d)
+	raw, err := readManifest(ctx, s, d, tag)
 	if err != nil {
-		return nil, v1.Descriptor{}, fmt.Errorf("reading %s: %w", tag, err)
-	}
-	if digest.FromBytes(raw) != d.Digest {
-		return nil, v1.Descriptor{}, fmt.Errorf("reading %s: %w: manifest bytes do not hash to %s", tag, oci.ErrDigestMismatch, d.Digest)
+		return nil, v1.Descriptor{}, err
 	}
 	sm, err := parse(raw)
 	if err != nil {

@@ -190,6 +190,7 @@ func TestSignVerify(t *testing.T) {
 		name: "tampered signature annotation",
 		setup: func(t *testing.T, s Store, subject, _ v1.Descriptor) {
 			mustSign(t, s, subject, k[0].signer)
+			dropReferrers(t, s, subject) // else the referrer's intact copy verifies
 			editSig(t, s, subject, subject, func(m *ggcr.Manifest) {
 				sig, _ := base64.StdEncoding.DecodeString(m.Layers[0].Annotations[AnnotationSignature])
 				sig[len(sig)-3] ^= 1
@@ -203,6 +204,7 @@ func TestSignVerify(t *testing.T) {
 		setup: func(t *testing.T, s Store, subject, other v1.Descriptor) {
 			mustSign(t, s, subject, k[0].signer)
 			mustSign(t, s, other, k[1].signer)
+			dropReferrers(t, s, subject)
 			otherSig, _, _ := readSig(t, s, other)
 			editSig(t, s, subject, subject, func(m *ggcr.Manifest) {
 				// keep our signature, point it at the other payload

@@ -37,10 +37,11 @@ type remoteStore struct {
 var _ Store = (*remoteStore)(nil)
 
 // newRegistry starts an in-process registry and returns a Store for one repository
-// of it and the registry's host:port.
-func newRegistry(t *testing.T) (*remoteStore, string) {
+// of it and the registry's host:port. The registry has no referrers API (as
+// distribution 2.8 has none): referrers are listed by the fallback tag.
+func newRegistry(t *testing.T, opts ...registry.Option) (*remoteStore, string) {
 	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	srv := httptest.NewServer(registry.New(append([]registry.Option{registry.Logger(log.New(io.Discard, "", 0))}, opts...)...))
 	t.Cleanup(srv.Close)
 	u, err := url.Parse(srv.URL)
 	if err != nil {
@@ -51,6 +52,46 @@ func newRegistry(t *testing.T) (*remoteStore, string) {
 		t.Fatal(err)
 	}
 	return &remoteStore{repo: repo}, u.Host
+}
+
+// apiStore is a remoteStore of a registry with the referrers API, and a ReferrersLister.
+type apiStore struct{ *remoteStore }
+
+var _ ReferrersLister = apiStore{}
+
+func newAPIRegistry(t *testing.T) apiStore {
+	t.Helper()
+	s, _ := newRegistry(t, registry.WithReferrersSupport(true))
+	return apiStore{s}
+}
+
+// Referrers asks the referrers API, as registry.Repo does.
+func (r apiStore) Referrers(ctx context.Context, subject digest.Digest) ([]v1.Descriptor, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.url("referrers/"+subject.String()), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", v1.MediaTypeImageIndex)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("referrers API: %w", oci.ErrNotFound)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("referrers API: %s", resp.Status)
+	}
+	var idx v1.Index
+	if err := json.NewDecoder(resp.Body).Decode(&idx); err != nil {
+		return nil, err
+	}
+	return idx.Manifests, nil
+}
+
+func (r *remoteStore) url(path string) string {
+	return "http://" + r.repo.RegistryStr() + "/v2/" + r.repo.RepositoryStr() + "/" + path
 }
 
 func (r *remoteStore) Name() string { return r.repo.Name() }
@@ -106,24 +147,47 @@ func (r *remoteStore) PushBlob(ctx context.Context, d v1.Descriptor, open func()
 	return true, remote.WriteLayer(r.repo, ggstatic.NewLayer(b, types.MediaType(d.MediaType)), remote.WithContext(ctx))
 }
 
-type rawManifest struct {
-	b  []byte
-	mt types.MediaType
-}
-
-func (m rawManifest) RawManifest() ([]byte, error)        { return m.b, nil }
-func (m rawManifest) MediaType() (types.MediaType, error) { return m.mt, nil }
-
+// PushManifest PUTs the bytes itself: go-containerregistry's remote.Put would update
+// the referrers fallback tag of a manifest with a subject on its own, hiding whether
+// Sign does.
 func (r *remoteStore) PushManifest(ctx context.Context, raw []byte, mediaType, tag string) (v1.Descriptor, error) {
 	d := digest.FromBytes(raw)
-	var ref name.Reference = r.repo.Digest(d.String())
+	reference := d.String()
 	if tag != "" {
-		ref = r.repo.Tag(tag)
+		reference = tag
 	}
-	if err := remote.Put(ref, rawManifest{raw, types.MediaType(mediaType)}, remote.WithContext(ctx)); err != nil {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, r.url("manifests/"+reference), bytes.NewReader(raw))
+	if err != nil {
 		return v1.Descriptor{}, err
 	}
+	req.Header.Set("Content-Type", mediaType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return v1.Descriptor{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		b, _ := io.ReadAll(resp.Body)
+		return v1.Descriptor{}, fmt.Errorf("PUT manifest %s: %s %s", reference, resp.Status, b)
+	}
 	return v1.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(raw))}, nil
+}
+
+// deleteTag removes a tag from the registry.
+func (r *remoteStore) deleteTag(t *testing.T, tag string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodDelete, r.url("manifests/"+tag), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("DELETE %s: %s", tag, resp.Status)
+	}
 }
 
 // layoutStore is a Store over an oci.Layout. Tagging a raw manifest is done by hand

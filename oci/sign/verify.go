@@ -26,10 +26,22 @@ var (
 // Result describes a successful verification.
 type Result struct {
 	Subject           digest.Digest // the verified manifest digest
-	SignatureManifest v1.Descriptor // the manifest tagged SignatureTag(Subject)
+	SignatureManifest v1.Descriptor // the manifest holding Verified[0]: tagged SignatureTag(Subject), or a referrer
+	Source            Source        // where SignatureManifest was found
 	Verified          []Signature   // signatures that verified with a trusted key (at least one)
-	Rejected          int           // signature layers that did not verify with any trusted key
+	Rejected          int           // distinct signature layers read that did not verify with any trusted key
 }
+
+// Source says where a signature manifest was found.
+type Source string
+
+const (
+	// SourceTag: the manifest tagged SignatureTag(subject), cosign's classic place.
+	SourceTag Source = "tag"
+	// SourceReferrer: an OCI 1.1 referrer of the subject of artifactType
+	// ArtifactTypeSignature, listed by the referrers API or the fallback tag.
+	SourceReferrer Source = "referrer"
+)
 
 // Signature is one verified signature.
 type Signature struct {
@@ -40,13 +52,18 @@ type Signature struct {
 }
 
 // Verify checks that the manifest described by subject carries at least one cosign
-// signature, in the manifest tagged SignatureTag(subject.Digest), that a key of v
-// verifies and whose payload names subject.Digest: the checks `cosign verify --key`
-// makes of a key-based signature without a transparency log (the signature over the
-// payload's bytes, then cosign's SimpleClaimVerifier's digest claim). The verdicts are
-// errors.Is-able:
+// signature that a key of v verifies and whose payload names subject.Digest: the checks
+// `cosign verify --key` makes of a key-based signature without a transparency log (the
+// signature over the payload's bytes, then cosign's SimpleClaimVerifier's digest claim).
+// The signatures are read from the manifest tagged SignatureTag(subject.Digest) first;
+// when none of those verifies (or there is no such tag), from the OCI 1.1 referrers of
+// subject of artifactType ArtifactTypeSignature (referrers.go), as `cosign verify
+// --experimental-oci11` reads them; Result.Source says which held the signature. An
+// artifact signed in the classic way costs no more requests than before. The verdicts
+// are errors.Is-able:
 //
-//   - ErrNoSignature: there is no signature tag, or it holds no signature;
+//   - ErrNoSignature: there is no signature tag and no signature referrer, or they hold
+//     no signature;
 //   - ErrPayloadMismatch: no signature verified, and a trusted key's signature names
 //     another digest (it was copied here);
 //   - ErrUntrusted: no signature verified with any trusted key;
@@ -64,64 +81,113 @@ func Verify(ctx context.Context, s Reader, subject v1.Descriptor, v *Verifier) (
 	art := s.Name() + "@" + subject.Digest.String()
 	tag := SignatureTag(subject.Digest)
 	sm, smDesc, err := readSignatureManifest(ctx, s, tag)
-	if errors.Is(err, oci.ErrNotFound) {
-		hint := ""
-		if !strings.HasPrefix(art, "oci:") {
-			hint = ", or `cosign sign --key KEY --tlog-upload=false " + art + "`"
-		}
-		return nil, fmt.Errorf("artifact %s: %w (no tag %s): sign it with `pylayer publish --key KEY`%s", art, ErrNoSignature, tag, hint)
+	noTag := errors.Is(err, oci.ErrNotFound)
+	if err != nil && !noTag {
+		return nil, fmt.Errorf("verifying %s: %w", art, err)
 	}
+	t := &tally{s: s, v: v, subject: subject.Digest, res: &Result{Subject: subject.Digest}, seen: map[string]bool{}}
+	if !noTag {
+		if err := t.check(ctx, sm, smDesc, SourceTag); err != nil {
+			return nil, fmt.Errorf("verifying %s: %w", art, err)
+		}
+		if len(t.res.Verified) > 0 {
+			return t.res, nil
+		}
+	}
+	refs, err := signatureReferrers(ctx, s, subject.Digest)
 	if err != nil {
 		return nil, fmt.Errorf("verifying %s: %w", art, err)
 	}
-	layers := sm.Signatures()
-	if len(layers) == 0 {
-		return nil, fmt.Errorf("artifact %s: %w (tag %s holds no signature): sign it with `pylayer publish --key KEY`", art, ErrNoSignature, tag)
+	for _, r := range refs {
+		if err := t.check(ctx, r.sm, r.desc, SourceReferrer); err != nil {
+			return nil, fmt.Errorf("verifying %s: %w", art, err)
+		}
 	}
-	res := &Result{Subject: subject.Digest, SignatureManifest: smDesc}
-	var copiedFrom []string // digests named by trusted signatures of other artifacts
-	for _, l := range layers {
-		body, err := readBlob(ctx, s, l.Desc, maxPayloadSize)
+	if len(t.res.Verified) > 0 {
+		return t.res, nil
+	}
+	if t.layers == 0 {
+		where := "no tag " + tag
+		if !noTag {
+			where = "tag " + tag + " holds no signature"
+		}
+		if len(refs) == 0 {
+			where += ", and no signature referrer"
+		} else {
+			where += fmt.Sprintf(", nor do its %d signature referrer(s)", len(refs))
+		}
+		hint := ""
+		if noTag && !strings.HasPrefix(art, "oci:") {
+			hint = ", or `cosign sign --key KEY --tlog-upload=false " + art + "`"
+		}
+		return nil, fmt.Errorf("artifact %s: %w (%s): sign it with `pylayer publish --key KEY`%s", art, ErrNoSignature, where, hint)
+	}
+	if len(t.copiedFrom) > 0 {
+		return nil, fmt.Errorf("artifact %s: %w: a trusted key signed %s, not this digest; the signature was copied from another artifact, do not use this one",
+			art, ErrPayloadMismatch, strings.Join(t.copiedFrom, ", "))
+	}
+	return nil, fmt.Errorf("artifact %s: %w: none of its %d signature(s) verifies with the trusted key(s) %s: add the signer's public key with --trust, or sign it with a trusted key",
+		art, ErrUntrusted, t.layers, strings.Join(v.KeyIDs(), ", "))
+}
+
+// tally checks signature layers against the trusted keys, each distinct layer (payload
+// digest and signature) once, wherever it was found.
+type tally struct {
+	s          Reader
+	v          *Verifier
+	subject    digest.Digest
+	res        *Result
+	seen       map[string]bool // payload digest and base64 signature of the layers checked
+	layers     int             // distinct signature layers checked
+	copiedFrom []string        // digests named by trusted signatures of other artifacts
+}
+
+// check verifies the signature layers of sm (described by desc, found at src) not
+// checked yet. It returns only what it could not read.
+func (t *tally) check(ctx context.Context, sm *SignatureManifest, desc v1.Descriptor, src Source) error {
+	for _, l := range sm.Signatures() {
+		key := string(l.Desc.Digest) + " " + l.Base64Signature
+		if t.seen[key] {
+			continue
+		}
+		t.seen[key] = true
+		t.layers++
+		body, err := readBlob(ctx, t.s, l.Desc, maxPayloadSize)
 		if err != nil {
-			return nil, fmt.Errorf("verifying %s: signature payload: %w", art, err)
+			return fmt.Errorf("signature payload: %w", err)
 		}
 		sigBytes, err := base64.StdEncoding.DecodeString(l.Base64Signature)
 		if l.Base64Signature == "" || err != nil {
-			res.Rejected++ // no or malformed signature annotation
+			t.res.Rejected++ // no or malformed signature annotation
 			continue
 		}
 		claim := parsePayload(body)
 		var ok bool
-		for _, k := range v.keys {
+		for _, k := range t.v.keys {
 			if err := ctx.Err(); err != nil {
-				return nil, err
+				return err
 			}
 			if !verifyMessage(k.pub, body, sigBytes) {
 				continue
 			}
 			// A good signature by a trusted key: of this artifact only if its payload
 			// names this digest (cosign's SimpleClaimVerifier); else it was copied here.
-			if claim.Critical.Image.DockerManifestDigest != subject.Digest.String() {
-				copiedFrom = append(copiedFrom, claimedDigest(claim))
+			if claim.Critical.Image.DockerManifestDigest != t.subject.String() {
+				t.copiedFrom = append(t.copiedFrom, claimedDigest(claim))
 				continue
 			}
-			res.Verified = append(res.Verified, Signature{Layer: l.Desc, KeyID: k.id, KeySource: k.source, DockerReference: claim.Critical.Identity.DockerReference})
+			if len(t.res.Verified) == 0 {
+				t.res.SignatureManifest, t.res.Source = desc, src
+			}
+			t.res.Verified = append(t.res.Verified, Signature{Layer: l.Desc, KeyID: k.id, KeySource: k.source, DockerReference: claim.Critical.Identity.DockerReference})
 			ok = true
 			break
 		}
 		if !ok {
-			res.Rejected++
+			t.res.Rejected++
 		}
 	}
-	if len(res.Verified) > 0 {
-		return res, nil
-	}
-	if len(copiedFrom) > 0 {
-		return nil, fmt.Errorf("artifact %s: %w: a trusted key signed %s, not this digest; the signature was copied from another artifact, do not use this one",
-			art, ErrPayloadMismatch, strings.Join(copiedFrom, ", "))
-	}
-	return nil, fmt.Errorf("artifact %s: %w: none of its %d signature(s) verifies with the trusted key(s) %s: add the signer's public key with --trust, or sign it with a trusted key",
-		art, ErrUntrusted, len(layers), strings.Join(v.KeyIDs(), ", "))
+	return nil
 }
 
 // parsePayload decodes a simple signing payload; what does not decode names nothing.
