@@ -20,6 +20,7 @@ import (
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/sign"
 )
 
 // maxManifest bounds manifest documents, as registries do (4 MiB).
@@ -48,7 +49,10 @@ type remoteRepo struct {
 	push *http.Client // push (and mount source pull) scope, made on first write
 }
 
-var _ Repo = (*remoteRepo)(nil)
+var (
+	_ Repo                 = (*remoteRepo)(nil)
+	_ sign.ReferrersLister = (*remoteRepo)(nil)
+)
 
 func openRemote(ctx context.Context, ref Ref, o Options) (*remoteRepo, error) {
 	r := &remoteRepo{host: ref.Host(), path: ref.Path(), opts: o, note: &notifier{fn: o.Progress, repo: ref.Repo}}
@@ -375,6 +379,53 @@ func (r *remoteRepo) hasBlob(ctx context.Context, c *http.Client, d v1.Descripto
 		return false, nil
 	}
 	return false, r.statusError(resp, "pull", "blob "+string(d.Digest))
+}
+
+// Referrers asks the registry's referrers API (OCI distribution 1.1,
+// GET /v2/<name>/referrers/<digest>) for the manifests whose subject is subject. A
+// registry without it, one answering 404, 400 or 406 or with something other than an
+// image index (as go-containerregistry decides), gives an error wrapping ErrNotFound:
+// the caller then reads the referrers tag (sign.FallbackTag). Only the first page of a
+// paginated answer is read, as go-containerregistry and cosign read it.
+func (r *remoteRepo) Referrers(ctx context.Context, subject digest.Digest) ([]v1.Descriptor, error) {
+	if _, err := parseDigest(string(subject)); err != nil {
+		return nil, fmt.Errorf("%s: referrers: %w: %v", r.Name(), ErrInvalidRef, err)
+	}
+	what := "referrers of " + string(subject)
+	resp, err := r.do(ctx, r.pull, http.MethodGet, "referrers/"+string(subject), http.Header{"Accept": {v1.MediaTypeImageIndex}}, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		if mediaType(resp) == v1.MediaTypeImageIndex {
+			break
+		}
+		fallthrough
+	case http.StatusNotFound, http.StatusBadRequest, http.StatusNotAcceptable:
+		drain(resp.Body)
+		return nil, fmt.Errorf("%s: %s: the registry has no referrers API (%s): %w", r.Name(), what, resp.Status, ErrNotFound)
+	default:
+		return nil, r.statusError(resp, "pull", what)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxManifest+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading %s: %w", r.Name(), what, err)
+	}
+	if len(b) > maxManifest {
+		return nil, fmt.Errorf("%s: %s: the answer is larger than %d bytes", r.Name(), what, maxManifest)
+	}
+	var idx v1.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		return nil, fmt.Errorf("%s: %s: the registry sent an index that does not decode: %v", r.Name(), what, err)
+	}
+	for _, d := range idx.Manifests {
+		if err := checkDesc(d); err != nil {
+			return nil, fmt.Errorf("%s: %s: the registry sent %w", r.Name(), what, err)
+		}
+	}
+	return idx.Manifests, nil
 }
 
 // artifactTypeOf reads the artifactType of a manifest, if any.
