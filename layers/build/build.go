@@ -4,14 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -59,6 +58,8 @@ type Builder struct {
 	once     sync.Once
 	interpID string
 	interpEr error
+	spareMu  sync.Mutex
+	spare    *wheel.Compiler // started by CompiledBy, taken by the next build
 }
 
 // Tree is one installed wheel.
@@ -214,29 +215,56 @@ func (b *Builder) installOptions(ctx context.Context, python string) (wheel.Inst
 
 // CompiledBy is the lock.CompiledBy of what this builder compiles .pyc with: "" without
 // an interpreter, else lock.CompiledByOf what the interpreter reports (its cache tag,
-// magic number and sys.version), asked once with -I -S -B (nothing written into its
-// prefix).
+// magic number and sys.version), asked once (nothing written into its prefix).
+//
+// The interpreter is asked by starting the wheel.Compiler of the next build (EachTree),
+// which then finds its processes up: a build that compiles starts no interpreter of its
+// own. Processes that no build takes end with this process.
 func (b *Builder) CompiledBy(ctx context.Context) (string, error) {
 	b.once.Do(func() {
 		if b.Options.Interpreter == "" {
 			return
 		}
-		out, err := exec.CommandContext(ctx, b.Options.Interpreter, "-I", "-S", "-B", "-c",
-			"import sys, importlib.util, json; print(json.dumps([sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex(), sys.version]))").Output()
-		var id []string
+		c, err := wheel.NewCompiler(context.WithoutCancel(ctx), b.Options.Interpreter, compileProcs(0))
+		var info wheel.InterpreterInfo
 		if err == nil {
-			err = json.Unmarshal(out, &id)
-		}
-		if err == nil && len(id) != 3 {
-			err = fmt.Errorf("unexpected answer %q", out)
+			if info, err = c.Describe(ctx); err != nil {
+				c.Close()
+			}
 		}
 		if err != nil {
 			b.interpEr = fmt.Errorf("running interpreter %s to compile .pyc: %w", b.Options.Interpreter, err)
 			return
 		}
-		b.interpID = lock.CompiledByOf(id[0], id[1], id[2])
+		b.interpID = lock.CompiledByOf(info.CacheTag, info.Magic, info.SysVersion)
+		b.spare = c
 	})
 	return b.interpID, b.interpEr
+}
+
+// compiler is the Compiler CompiledBy started, if no build took it yet, else a new one.
+func (b *Builder) compiler(ctx context.Context, procs int) (*wheel.Compiler, error) {
+	if c := b.takeSpare(); c != nil {
+		return c, nil
+	}
+	return wheel.NewCompiler(ctx, b.Options.Interpreter, procs)
+}
+
+func (b *Builder) takeSpare() *wheel.Compiler {
+	b.spareMu.Lock()
+	defer b.spareMu.Unlock()
+	c := b.spare
+	b.spare = nil
+	return c
+}
+
+// compileProcs is how many interpreter processes compile the .pyc of a build of jobs
+// installs at a time (0: the default): GOMAXPROCS at most.
+func compileProcs(jobs int) int {
+	if jobs <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return min(jobs, runtime.GOMAXPROCS(0))
 }
 
 // Stamp returns l as this builder builds it: a copy whose CompiledBy names the

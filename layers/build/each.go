@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylayer/pylayer/layers/lock"
-	"github.com/pylayer/pylayer/layers/wheel"
 )
 
 // Trees installs every package of l (in parallel) and returns their trees in lock order.
@@ -47,7 +46,7 @@ const downloads = 8
 // The wheels missing from the wheelhouse are all fetched at once (a few at a time);
 // trees are installed Jobs at a time, the biggest wheel that is at hand first, so that
 // the longest jobs do not come last; their .pyc are compiled by one wheel.Compiler that
-// they share, started as the fetches begin.
+// they share, started by CompiledBy or as the fetches begin.
 func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx context.Context, i int, t Tree) error) error {
 	jobs := b.Options.Jobs
 	if jobs <= 0 {
@@ -69,13 +68,18 @@ func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx contex
 			q.push(i) // built: at hand
 		}
 	}
-	if len(missing) > 0 && opts.Interpreter != "" {
-		c, err := wheel.NewCompiler(ctx, opts.Interpreter, min(jobs, runtime.GOMAXPROCS(0)))
+	switch {
+	case len(missing) > 0 && opts.Interpreter != "":
+		c, err := b.compiler(ctx, compileProcs(jobs))
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		opts.Compiler = c
+	case opts.Interpreter != "":
+		if c := b.takeSpare(); c != nil {
+			c.Close() // nothing to compile
+		}
 	}
 
 	g, ctx := errgroup.WithContext(ctx)

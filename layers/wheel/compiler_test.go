@@ -131,7 +131,7 @@ func TestCompilerMatchesFreshProcesses(t *testing.T) {
 	dir := writeGroups(t, groups)
 	for _, g := range groups {
 		site := filepath.Join(dir, g.name)
-		pycs, skipped, err := compileOnce(ctx, interp, "", site, DefaultSitePackagesDir, g.srcs())
+		pycs, skipped, err := compileOnce(ctx, interp, site, DefaultSitePackagesDir, g.srcs())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,6 +183,47 @@ func TestCompilerMatchesFreshProcesses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCompilerFallsBackRarely: a wheel is compiled again in a fresh process only when
+// its compile changed what a fresh process would see (a Latin-1 identifier), not for
+// ordinary files, nor for the script's own answers.
+func TestCompilerFallsBackRarely(t *testing.T) {
+	interp := compileInterpreter(t)
+	ctx := context.Background()
+	c, err := NewCompiler(ctx, interp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var letters compileGroup
+	for _, g := range traps() {
+		if g.name == "letters" {
+			letters = g
+		}
+	}
+	groups := append(stdlibGroups(t, interp), traps()[0], letters)
+	dir := writeGroups(t, groups)
+	for _, g := range groups {
+		if _, _, err := c.compile(ctx, filepath.Join(dir, g.name), DefaultSitePackagesDir, g.srcs()); err != nil {
+			t.Fatal(err)
+		}
+		want := int64(0)
+		if g.name == "letters" {
+			want = 1
+		}
+		if n := c.fresh.Swap(0); n != want {
+			t.Errorf("%s: compiled again in a fresh process %d times, want %d", g.name, n, want)
+		}
+	}
+	info, err := c.Describe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(runPython(t, interp, nil, `import sys, importlib.util; print(sys.implementation.name, sys.implementation.cache_tag, importlib.util.MAGIC_NUMBER.hex())`)))
+	if got := []string{info.Implementation, info.CacheTag, info.Magic}; !slices.Equal(got, want) || info.Major != 3 || info.Minor != 11 || !strings.HasPrefix(info.SysVersion, "3.11.") {
+		t.Errorf("Describe = %+v, want %v and 3.11", info, want)
 	}
 }
 
@@ -289,9 +330,11 @@ func TestCompilerCanceled(t *testing.T) {
 }
 
 func TestCompilerShared(t *testing.T) {
+	const rest = " cpython-3x a70d0d0a 332e31\n"
 	for hello, want := range map[string]bool{
-		"cpython 3 11\n": true, "cpython 3 13\n": true, "cpython 4 0\n": true,
-		"cpython 3 10\n": false, "pypy 3 11\n": false, "": false, "garbage\n": false,
+		"cpython 3 11" + rest: true, "cpython 3 13" + rest: true, "cpython 4 0" + rest: true,
+		"cpython 3 10" + rest: false, "pypy 3 11" + rest: false, "cpython 3 11\n": false, "": false, "garbage\n": false,
+		"cpython 3 11 cpython-311 a70d0d0a not-hex\n": false,
 	} {
 		if got := (&Compiler{}).shared([]byte(hello)); got != want {
 			t.Errorf("shared(%q) = %v, want %v", hello, got, want)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,7 +51,8 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // serveScript compiles like compileScript, for one request (JSON) per line of stdin,
 // answering each with one line: for each file in order, the path of its .pyc relative to
 // the root, or nothing when it was skipped, the entries separated by NUL (wheel paths
-// have no control characters). Its first line is "IMPLEMENTATION MAJOR MINOR".
+// have no control characters). Its first line describes the interpreter (Describe):
+// "IMPLEMENTATION MAJOR MINOR CACHE_TAG MAGIC_HEX SYS_VERSION_HEX".
 //
 // A file's .pyc must be the bytes compileScript writes in a fresh process, whatever the
 // process compiled before. From CPython 3.11 on, marshal marks every interned string as
@@ -68,7 +70,9 @@ warnings.filterwarnings("ignore")
 probe = [chr(c) for c in range(256) if not (c < 128 and (chr(c).isalnum() or c == 95))]
 start = [marshal.dumps(c) for c in probe]
 out = sys.stdout.buffer
-out.write(b"%s %d %d\n" % (sys.implementation.name.encode("ascii"), sys.version_info[0], sys.version_info[1]))
+out.write(b"%s %d %d %s %s %s\n" % (sys.implementation.name.encode("ascii"), sys.version_info[0], sys.version_info[1],
+    str(sys.implementation.cache_tag).encode("ascii"), importlib.util.MAGIC_NUMBER.hex().encode("ascii"),
+    sys.version.encode("utf-8").hex().encode("ascii")))
 out.flush()
 for line in sys.stdin.buffer:
     req = json.loads(line.decode("utf-8"))
@@ -123,39 +127,48 @@ type compileRes struct{ Compiled, Skipped []string }
 type Compiler struct {
 	interp string
 	ctx    context.Context
-	cwd    string        // the empty working directory of every process
 	idle   chan *worker  // started processes waiting for a request
 	room   chan struct{} // a token for each process that may still be started
 	mu     sync.Mutex
 	live   map[*worker]struct{}
 	closed bool
+	fresh  atomic.Int64 // wheels compiled again in a fresh process
 	kind   struct {
 		once   sync.Once
+		info   InterpreterInfo
+		err    error
 		shared bool // the interpreter compiles the same bytes in any process
 	}
 }
 
+// InterpreterInfo is what a Compiler's interpreter says it is.
+type InterpreterInfo struct {
+	Implementation string // sys.implementation.name: "cpython"
+	Major, Minor   int    // sys.version_info
+	CacheTag       string // sys.implementation.cache_tag: "cpython-311"
+	Magic          string // importlib.util.MAGIC_NUMBER in hex: "a70d0d0a"
+	SysVersion     string // sys.version
+}
+
 type worker struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	stdout *bufio.Reader
-	stderr *capped
-	hello  []byte // the first line, read once
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	stdout   *bufio.Reader
+	stderr   *capped
+	ready    chan struct{} // closed once hello (or helloErr) is read
+	hello    []byte        // the first line
+	helloErr error
 }
 
 // NewCompiler starts procs (at least 1) processes of interpreter, without waiting for
 // them: they start up while the caller fetches and unpacks wheels. Close it when the
-// Installs that use it have returned.
+// Installs that use it have returned; processes not closed end when their parent does.
 func NewCompiler(ctx context.Context, interpreter string, procs int) (*Compiler, error) {
 	if interpreter == "" {
 		return nil, errors.New("compiling .pyc: no interpreter")
 	}
 	procs = max(procs, 1)
-	cwd, err := os.MkdirTemp("", "pylayer-pyc-")
-	if err != nil {
-		return nil, fmt.Errorf("compiling .pyc: %w", err)
-	}
-	c := &Compiler{interp: interpreter, ctx: ctx, cwd: cwd, idle: make(chan *worker, procs),
+	c := &Compiler{interp: interpreter, ctx: ctx, idle: make(chan *worker, procs),
 		room: make(chan struct{}, procs), live: map[*worker]struct{}{}}
 	for range procs {
 		w, err := c.start()
@@ -171,7 +184,7 @@ func NewCompiler(ctx context.Context, interpreter string, procs int) (*Compiler,
 // Interpreter is the interpreter the Compiler runs.
 func (c *Compiler) Interpreter() string { return c.interp }
 
-// Close ends the processes and removes their working directory. It waits for them.
+// Close ends the processes and waits for them.
 func (c *Compiler) Close() error {
 	c.mu.Lock()
 	c.closed = true
@@ -182,7 +195,33 @@ func (c *Compiler) Close() error {
 		w.stdin.Close() // the script ends at the end of its input
 		w.cmd.Wait()
 	}
-	return os.RemoveAll(c.cwd)
+	return nil
+}
+
+// Describe is what the interpreter says it is. It waits until every process started has
+// said it.
+func (c *Compiler) Describe(ctx context.Context) (InterpreterInfo, error) {
+	c.mu.Lock()
+	var started []*worker
+	for w := range c.live {
+		started = append(started, w)
+	}
+	c.mu.Unlock()
+	if len(started) == 0 {
+		return InterpreterInfo{}, fmt.Errorf("compiling .pyc with %s: the compiler is closed", c.interp)
+	}
+	for _, w := range started {
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return InterpreterInfo{}, ctx.Err()
+		}
+		if w.helloErr != nil {
+			return InterpreterInfo{}, c.fail(w, fmt.Errorf("starting: %w", w.helloErr))
+		}
+	}
+	c.describe(started[0].hello)
+	return c.kind.info, c.kind.err
 }
 
 func (c *Compiler) start() (*worker, error) {
@@ -191,7 +230,20 @@ func (c *Compiler) start() (*worker, error) {
 	if c.closed {
 		return nil, errors.New("compiling .pyc: the compiler is closed")
 	}
-	cmd := c.command(serveScript)
+	// The working directory is removed once the interpreter runs (its first line): it
+	// stays empty, and a Compiler that is never closed leaves nothing behind. Not before:
+	// a wrapper script in front of the interpreter may need it to start.
+	cwd, err := os.MkdirTemp("", "pylayer-pyc-")
+	if err != nil {
+		return nil, fmt.Errorf("compiling .pyc: %w", err)
+	}
+	started := false
+	defer func() {
+		if !started {
+			os.Remove(cwd)
+		}
+	}()
+	cmd := c.command(serveScript, cwd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -200,11 +252,17 @@ func (c *Compiler) start() (*worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &worker{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), stderr: &capped{max: 64 << 10}}
+	w := &worker{cmd: cmd, stdin: stdin, stdout: bufio.NewReader(stdout), stderr: &capped{max: 64 << 10}, ready: make(chan struct{})}
 	cmd.Stderr = w.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("compiling .pyc with %s: %w", c.interp, err)
 	}
+	started = true
+	go func() {
+		w.hello, w.helloErr = w.stdout.ReadBytes('\n')
+		os.Remove(cwd)
+		close(w.ready)
+	}()
 	c.live[w] = struct{}{}
 	return w, nil
 }
@@ -216,10 +274,10 @@ func (c *Compiler) start() (*worker, error) {
 // -E (both ignore PYTHONHASHSEED); -S -s keep site-packages and user site out of
 // sys.path instead, and the working directory (sys.path[0] for -c) is an empty private
 // directory, so no file of a wheel can shadow a module the script imports.
-func (c *Compiler) command(script string) *exec.Cmd {
+func (c *Compiler) command(script, cwd string) *exec.Cmd {
 	cmd := exec.CommandContext(c.ctx, c.interp, "-S", "-s", "-B", "-X", "utf8", "-c", script)
 	cmd.Env = []string{"PYTHONHASHSEED=0"}
-	cmd.Dir = c.cwd
+	cmd.Dir = cwd
 	cmd.WaitDelay = 5 * time.Second
 	return cmd
 }
@@ -238,12 +296,13 @@ func (c *Compiler) acquire(ctx context.Context) (*worker, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if w.hello == nil {
-		line, err := w.readLine(ctx)
-		if err != nil {
-			return nil, c.fail(w, fmt.Errorf("starting: %w", err))
-		}
-		w.hello = line
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		return nil, c.fail(w, ctx.Err())
+	}
+	if w.helloErr != nil {
+		return nil, c.fail(w, fmt.Errorf("starting: %w", w.helloErr))
 	}
 	return w, nil
 }
@@ -262,15 +321,28 @@ func (w *worker) readLine(ctx context.Context) ([]byte, error) {
 // shared reports whether the interpreter that said hello compiles the same bytes in any
 // process (CPython 3.11 or later).
 func (c *Compiler) shared(hello []byte) bool {
+	c.describe(hello)
+	return c.kind.shared
+}
+
+// describe parses the first hello, once.
+func (c *Compiler) describe(hello []byte) {
 	c.kind.once.Do(func() {
-		var name string
-		var major, minor int
-		if _, err := fmt.Sscanf(string(hello), "%s %d %d\n", &name, &major, &minor); err != nil {
+		var i InterpreterInfo
+		var version string
+		if _, err := fmt.Sscanf(string(hello), "%s %d %d %s %s %s\n", &i.Implementation, &i.Major, &i.Minor, &i.CacheTag, &i.Magic, &version); err != nil {
+			c.kind.err = fmt.Errorf("compiling .pyc with %s: unexpected first line %q", c.interp, hello)
 			return
 		}
-		c.kind.shared = name == "cpython" && (major > 3 || major == 3 && minor >= 11)
+		v, err := hex.DecodeString(version)
+		if err != nil {
+			c.kind.err = fmt.Errorf("compiling .pyc with %s: unexpected first line %q", c.interp, hello)
+			return
+		}
+		i.SysVersion = string(v)
+		c.kind.info = i
+		c.kind.shared = i.Implementation == "cpython" && (i.Major > 3 || i.Major == 3 && i.Minor >= 11)
 	})
-	return c.kind.shared
 }
 
 // release gives a process that answered back to the pool.
@@ -287,7 +359,13 @@ func (c *Compiler) fail(w *worker, err error) error {
 		w.cmd.Wait()
 		c.room <- struct{}{}
 	}
-	return fmt.Errorf("compiling .pyc with %s: %w: %s", c.interp, err, strings.TrimSpace(w.stderr.String()))
+	if errors.Is(err, io.EOF) && w.cmd.ProcessState != nil {
+		err = fmt.Errorf("%w: the interpreter ended (%s)", err, w.cmd.ProcessState)
+	}
+	if msg := strings.TrimSpace(w.stderr.String()); msg != "" {
+		err = fmt.Errorf("%w: %s", err, msg)
+	}
+	return fmt.Errorf("compiling .pyc with %s: %w", c.interp, err)
 }
 
 // request has process w compile one request and returns its answer. When ctx ends first,
@@ -350,7 +428,7 @@ func (c *Compiler) compile(ctx context.Context, site, prefix string, srcs []stri
 	}
 	if !c.shared(first.hello) {
 		c.release(first)
-		return compileOnce(ctx, c.interp, c.cwd, site, prefix, srcs)
+		return compileOnce(ctx, c.interp, site, prefix, srcs)
 	}
 	chunks := make([][]string, 0, (len(srcs)+chunkFiles-1)/chunkFiles)
 	for i := 0; i < len(srcs); i += chunkFiles {
@@ -382,7 +460,8 @@ func (c *Compiler) compile(ctx context.Context, site, prefix string, srcs []stri
 	}
 	if tainted.Load() {
 		// Some .pyc may differ from a fresh process's: compile the wheel again in one.
-		return compileOnce(ctx, c.interp, c.cwd, site, prefix, srcs)
+		c.fresh.Add(1)
+		return compileOnce(ctx, c.interp, site, prefix, srcs)
 	}
 	var all compileRes
 	for _, r := range results {
@@ -393,19 +472,18 @@ func (c *Compiler) compile(ctx context.Context, site, prefix string, srcs []stri
 }
 
 // compileOnce runs compileScript in a fresh process of interp for the files of one wheel.
-func compileOnce(ctx context.Context, interp, cwd, site, prefix string, srcs []string) ([]string, []string, error) {
+func compileOnce(ctx context.Context, interp, site, prefix string, srcs []string) ([]string, []string, error) {
 	req, err := json.Marshal(compileReq{Root: site, Prefix: prefix, Files: srcs})
 	if err != nil {
 		return nil, nil, err
 	}
-	if cwd == "" {
-		if cwd, err = os.MkdirTemp("", "pylayer-pyc-"); err != nil {
-			return nil, nil, err
-		}
-		defer os.RemoveAll(cwd)
+	cwd, err := os.MkdirTemp("", "pylayer-pyc-")
+	if err != nil {
+		return nil, nil, err
 	}
-	c := &Compiler{interp: interp, ctx: ctx, cwd: cwd}
-	cmd := c.command(compileScript)
+	defer os.RemoveAll(cwd)
+	c := &Compiler{interp: interp, ctx: ctx}
+	cmd := c.command(compileScript, cwd)
 	cmd.Stdin = bytes.NewReader(req)
 	var stdout bytes.Buffer
 	stderr := &capped{max: 64 << 10}
