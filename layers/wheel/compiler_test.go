@@ -341,3 +341,54 @@ func TestCompilerShared(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallCompilesWhileWriting: the .pyc are compiled while the rest of the wheel is
+// written; a .pyc the wheel ships in __pycache__ is written before and replaced by the
+// compiled one, as when compiling came last, every time.
+func TestInstallCompilesWhileWriting(t *testing.T) {
+	interp := compileInterpreter(t)
+	w := fixture.Wheel{Name: "shipped", Version: "1.0", Files: []fixture.File{
+		{Path: "shipped/__init__.py", Data: []byte("X = 1\n")},
+		{Path: "shipped/__pycache__/__init__.cpython-311.pyc", Data: []byte("not a pyc")},
+		{Path: "shipped/__pycache__/notes.txt", Data: []byte("kept\n")},
+		{Path: "shipped/big.bin", Data: bytes.Repeat([]byte("0123456789abcdef"), 1<<16)},
+	}}
+	for i := range 40 {
+		w.Files = append(w.Files, fixture.File{Path: fmt.Sprintf("shipped/m%02d.py", i), Data: fmt.Appendf(nil, "V = %d\n", i)})
+	}
+	whl := writeWheel(t, w)
+	c, err := NewCompiler(t.Context(), interp, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var first map[string]treeFile
+	for i := range 6 {
+		opts := InstallOptions{Interpreter: interp}
+		if i%2 == 1 {
+			opts = InstallOptions{Compiler: c}
+		}
+		dest, inst := installT(t, whl, opts)
+		tree := readTree(t, dest)
+		pyc := tree["site-packages/shipped/__pycache__/__init__.cpython-311.pyc"]
+		if string(pyc.data) == "not a pyc" || len(pyc.data) < 16 {
+			t.Fatalf("install %d: the shipped .pyc was not replaced by a compiled one: %q", i, pyc.data)
+		}
+		if string(tree["site-packages/shipped/__pycache__/notes.txt"].data) != "kept\n" {
+			t.Fatalf("install %d: __pycache__/notes.txt is not kept", i)
+		}
+		if first == nil {
+			first = tree
+			checkRecord(t, python3(t), dest, inst)
+			continue
+		}
+		if !slices.Equal(keys(tree), keys(first)) {
+			t.Fatalf("install %d: files %v, first %v", i, keys(tree), keys(first))
+		}
+		for p, f := range first {
+			if !bytes.Equal(tree[p].data, f.data) {
+				t.Errorf("install %d: %s differs", i, p)
+			}
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,11 @@ func install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (
 }
 
 // write builds the tree in tmp, which exists and is empty.
+//
+// The .py sources (and anything the wheel has in __pycache__ directories, where the
+// interpreter writes) go first; the .pyc are then compiled while the rest is written,
+// often a wheel's biggest files (extension modules). Nothing else the interpreter touches
+// is written meanwhile, so the tree does not depend on which finishes first.
 func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Installed, error) {
 	root, err := os.OpenRoot(tmp)
 	if err != nil {
@@ -121,40 +127,34 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 	defer root.Close()
 	known := map[string]written{} // files written here, by tree path
 	made := dirsMade{".": true}
-	for _, e := range p.entries {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	extract := func(entries []*entry) error {
+		for _, e := range entries {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			mode := os.FileMode(0o644)
+			if e.exec || e.kind == kindScript {
+				mode = 0o755
+			}
+			w, err := p.extract(ctx, root, made, e, mode, o)
+			if err != nil {
+				return err
+			}
+			known[e.dest] = w
 		}
-		mode := os.FileMode(0o644)
-		if e.exec || e.kind == kindScript {
-			mode = 0o755
-		}
-		w, err := p.extract(ctx, root, made, e, mode, o)
-		if err != nil {
-			return nil, err
-		}
-		known[e.dest] = w
+		return nil
 	}
-	for _, s := range p.scripts {
-		dest := "bin/" + s.name
-		data := []byte(o.ScriptShebang + "\n" + s.body)
-		if err := writeFile(root, dest, data, 0o755); err != nil {
-			return nil, err
-		}
-		known[dest] = writtenData(data, 0o755)
+	first, rest := p.compileFirst()
+	if err := extract(first); err != nil {
+		return nil, err
 	}
-	di := path.Join("site-packages", p.distInfo)
-	generated := map[string][]byte{"INSTALLER": []byte("pylayer\n")}
-	if o.Requested {
-		generated["REQUESTED"] = nil
+	type result struct {
+		pycs, skipped []string
+		err           error
 	}
-	for name, data := range generated {
-		if err := writeFile(root, path.Join(di, name), data, 0o644); err != nil {
-			return nil, err
-		}
-		known[path.Join(di, name)] = writtenData(data, 0o644)
-	}
-	var skipped []string
+	compiled := make(chan result, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	if o.Interpreter != "" && len(p.pySrcs) > 0 {
 		site, err := filepath.Abs(filepath.Join(tmp, "site-packages")) // the interpreter runs elsewhere
 		if err != nil {
@@ -167,20 +167,77 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 			}
 			defer c.Close()
 		}
-		pycs, skip, err := c.compile(ctx, site, o.SitePackagesDir, p.pySrcs)
-		if err != nil {
-			return nil, err
-		}
-		for _, pyc := range pycs {
-			known[pyc] = written{mode: 0o644} // the interpreter wrote it: hashed by finish
-		}
-		skipped = skip
+		go func() {
+			var r result
+			r.pycs, r.skipped, r.err = c.compile(cctx, site, o.SitePackagesDir, p.pySrcs)
+			compiled <- r
+		}()
+	} else {
+		compiled <- result{}
 	}
-	inst := &Installed{Name: p.meta.Name, Version: p.meta.Version, DistInfo: p.distInfo, PycSkipped: skipped}
+	if err := p.writeRest(root, known, rest, extract, o); err != nil {
+		cancel()
+		<-compiled // the interpreter is done with the tree before it is removed
+		return nil, err
+	}
+	r := <-compiled
+	if r.err != nil {
+		return nil, r.err
+	}
+	for _, pyc := range r.pycs {
+		known[pyc] = written{mode: 0o644} // the interpreter wrote it: hashed by finish
+	}
+	di := path.Join("site-packages", p.distInfo)
+	inst := &Installed{Name: p.meta.Name, Version: p.meta.Version, DistInfo: p.distInfo, PycSkipped: r.skipped}
 	if err := finish(ctx, root, di+"/RECORD", known, inst); err != nil {
 		return nil, err
 	}
 	return inst, nil
+}
+
+// compileFirst splits the entries into those to write before the .pyc are compiled (the
+// sources, and anything in a __pycache__ directory) and the rest.
+func (p *plan) compileFirst() (first, rest []*entry) {
+	srcs := map[string]bool{}
+	for _, s := range p.pySrcs {
+		srcs["site-packages/"+s] = true
+	}
+	for _, e := range p.entries {
+		if srcs[e.dest] || slices.Contains(strings.Split(e.dest, "/"), "__pycache__") {
+			first = append(first, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	return first, rest
+}
+
+// writeRest writes the entries that may be written while the .pyc compile, then the
+// entry point scripts and the .dist-info files Install generates.
+func (p *plan) writeRest(root *os.Root, known map[string]written, rest []*entry, extract func([]*entry) error, o InstallOptions) error {
+	if err := extract(rest); err != nil {
+		return err
+	}
+	for _, s := range p.scripts {
+		dest := "bin/" + s.name
+		data := []byte(o.ScriptShebang + "\n" + s.body)
+		if err := writeFile(root, dest, data, 0o755); err != nil {
+			return err
+		}
+		known[dest] = writtenData(data, 0o755)
+	}
+	di := path.Join("site-packages", p.distInfo)
+	generated := map[string][]byte{"INSTALLER": []byte("pylayer\n")}
+	if o.Requested {
+		generated["REQUESTED"] = nil
+	}
+	for name, data := range generated {
+		if err := writeFile(root, path.Join(di, name), data, 0o644); err != nil {
+			return err
+		}
+		known[path.Join(di, name)] = writtenData(data, 0o644)
+	}
+	return nil
 }
 
 // written is a file that Install wrote on purpose: its mode and, when Install wrote the
