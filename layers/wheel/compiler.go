@@ -113,8 +113,13 @@ func (c *Compiler) Describe(ctx context.Context) (InterpreterInfo, error) {
 		started = append(started, w)
 	}
 	c.mu.Unlock()
-	if len(started) == 0 {
-		return InterpreterInfo{}, fmt.Errorf("compiling .pyc with %s: the compiler is closed", c.interp)
+	if len(started) == 0 { // all ended: start one
+		w, err := c.acquire(ctx)
+		if err != nil {
+			return InterpreterInfo{}, err
+		}
+		c.release(w)
+		started = append(started, w)
 	}
 	for _, w := range started {
 		select {

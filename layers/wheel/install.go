@@ -115,10 +115,11 @@ func install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (
 
 // write builds the tree in tmp, which exists and is empty.
 //
-// The .py sources (and anything the wheel has in __pycache__ directories, where the
-// interpreter writes) go first; the .pyc are then compiled while the rest is written,
-// often a wheel's biggest files (extension modules). Nothing else the interpreter touches
-// is written meanwhile, so the tree does not depend on which finishes first.
+// Anything the wheel has in __pycache__ directories (where the interpreter writes) goes
+// first, then the .py sources, each few of them sent to be compiled as soon as they are
+// written, then the rest, often a wheel's biggest files (extension modules), while the
+// .pyc compile. Nothing else the interpreter touches is written meanwhile, so the tree
+// does not depend on which finishes first.
 func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Installed, error) {
 	root, err := os.OpenRoot(tmp)
 	if err != nil {
@@ -127,35 +128,29 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 	defer root.Close()
 	known := map[string]written{} // files written here, by tree path
 	made := dirsMade{".": true}
-	extract := func(entries []*entry) error {
-		for _, e := range entries {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			mode := os.FileMode(0o644)
-			if e.exec || e.kind == kindScript {
-				mode = 0o755
-			}
-			w, err := p.extract(ctx, root, made, e, mode, o)
-			if err != nil {
-				return err
-			}
-			known[e.dest] = w
+	extract := func(e *entry) error {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
+		mode := os.FileMode(0o644)
+		if e.exec || e.kind == kindScript {
+			mode = 0o755
+		}
+		w, err := p.extract(ctx, root, made, e, mode, o)
+		if err != nil {
+			return err
+		}
+		known[e.dest] = w
 		return nil
 	}
-	first, rest := p.compileFirst()
-	if err := extract(first); err != nil {
-		return nil, err
+	pycache, srcs, rest := p.compileOrder()
+	for _, e := range pycache {
+		if err := extract(e); err != nil {
+			return nil, err
+		}
 	}
-	type result struct {
-		pycs, skipped []string
-		err           error
-	}
-	compiled := make(chan result, 1)
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	if o.Interpreter != "" && len(p.pySrcs) > 0 {
+	var job *compileJob
+	if o.Interpreter != "" && len(srcs) > 0 {
 		site, err := filepath.Abs(filepath.Join(tmp, "site-packages")) // the interpreter runs elsewhere
 		if err != nil {
 			return nil, err
@@ -167,56 +162,88 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 			}
 			defer c.Close()
 		}
-		go func() {
-			var r result
-			r.pycs, r.skipped, r.err = c.compile(cctx, site, o.SitePackagesDir, p.pySrcs)
-			compiled <- r
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		job = c.begin(cctx, site, o.SitePackagesDir)
+		defer func() {
+			if job != nil { // failed: the interpreter is done with the tree before it goes
+				cancel()
+				job.wait()
+			}
 		}()
-	} else {
-		compiled <- result{}
+	}
+	var batch []string
+	for _, e := range srcs {
+		if err := extract(e); err != nil {
+			return nil, err
+		}
+		if job != nil {
+			if batch = append(batch, strings.TrimPrefix(e.dest, "site-packages/")); len(batch) == chunkFiles {
+				job.add(batch)
+				batch = batch[:0]
+			}
+		}
+	}
+	if job != nil {
+		job.add(batch)
 	}
 	if err := p.writeRest(root, known, rest, extract, o); err != nil {
-		cancel()
-		<-compiled // the interpreter is done with the tree before it is removed
 		return nil, err
 	}
-	r := <-compiled
-	if r.err != nil {
-		return nil, r.err
-	}
-	for _, pyc := range r.pycs {
-		known[pyc] = written{mode: 0o644} // the interpreter wrote it: hashed by finish
+	var skipped []string
+	if job != nil {
+		pycs, skip, err := job.wait()
+		job = nil
+		if err != nil {
+			return nil, err
+		}
+		for _, pyc := range pycs {
+			known[pyc] = written{mode: 0o644} // the interpreter wrote it: hashed by finish
+		}
+		skipped = skip
 	}
 	di := path.Join("site-packages", p.distInfo)
-	inst := &Installed{Name: p.meta.Name, Version: p.meta.Version, DistInfo: p.distInfo, PycSkipped: r.skipped}
+	inst := &Installed{Name: p.meta.Name, Version: p.meta.Version, DistInfo: p.distInfo, PycSkipped: skipped}
 	if err := finish(ctx, root, di+"/RECORD", known, inst); err != nil {
 		return nil, err
 	}
 	return inst, nil
 }
 
-// compileFirst splits the entries into those to write before the .pyc are compiled (the
-// sources, and anything in a __pycache__ directory) and the rest.
-func (p *plan) compileFirst() (first, rest []*entry) {
-	srcs := map[string]bool{}
+// compileOrder splits the entries into the .py sources (in p.pySrcs order), the others
+// in a __pycache__ directory, and the rest.
+func (p *plan) compileOrder() (pycache, srcs, rest []*entry) {
+	bySrc := map[string]*entry{}
 	for _, s := range p.pySrcs {
-		srcs["site-packages/"+s] = true
+		bySrc[s] = nil
 	}
 	for _, e := range p.entries {
-		if srcs[e.dest] || slices.Contains(strings.Split(e.dest, "/"), "__pycache__") {
-			first = append(first, e)
+		rel := strings.TrimPrefix(e.dest, "site-packages/")
+		if _, ok := bySrc[rel]; ok && rel != e.dest {
+			bySrc[rel] = e
+			continue
+		}
+		if slices.Contains(strings.Split(e.dest, "/"), "__pycache__") {
+			pycache = append(pycache, e)
 		} else {
 			rest = append(rest, e)
 		}
 	}
-	return first, rest
+	for _, s := range p.pySrcs {
+		if e := bySrc[s]; e != nil {
+			srcs = append(srcs, e)
+		}
+	}
+	return pycache, srcs, rest
 }
 
 // writeRest writes the entries that may be written while the .pyc compile, then the
 // entry point scripts and the .dist-info files Install generates.
-func (p *plan) writeRest(root *os.Root, known map[string]written, rest []*entry, extract func([]*entry) error, o InstallOptions) error {
-	if err := extract(rest); err != nil {
-		return err
+func (p *plan) writeRest(root *os.Root, known map[string]written, rest []*entry, extract func(*entry) error, o InstallOptions) error {
+	for _, e := range rest {
+		if err := extract(e); err != nil {
+			return err
+		}
 	}
 	for _, s := range p.scripts {
 		dest := "bin/" + s.name

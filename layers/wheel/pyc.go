@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -105,56 +106,86 @@ type compileReq struct {
 
 type compileRes struct{ Compiled, Skipped []string }
 
-// compile compiles srcs (paths relative to site, sorted) and returns the tree paths of
-// the .pyc files written and the sources skipped, in the order of srcs.
+// compile compiles srcs (paths relative to site) and returns the tree paths of the .pyc
+// files written and the sources skipped, in the order of srcs.
 func (c *Compiler) compile(ctx context.Context, site, prefix string, srcs []string) ([]string, []string, error) {
-	first, err := c.acquire(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !c.shared(first.hello) {
-		c.release(first)
-		return compileOnce(ctx, c.interp, site, prefix, srcs)
-	}
-	chunks := make([][]string, 0, (len(srcs)+chunkFiles-1)/chunkFiles)
+	j := c.begin(ctx, site, prefix)
 	for i := 0; i < len(srcs); i += chunkFiles {
-		chunks = append(chunks, srcs[i:min(i+chunkFiles, len(srcs))])
+		j.add(srcs[i:min(i+chunkFiles, len(srcs))])
 	}
-	results := make([]compileRes, len(chunks))
-	var tainted atomic.Bool
+	return j.wait()
+}
+
+// A compileJob compiles the sources of one wheel, sent a few at a time as they are
+// written, each batch to whichever process is free.
+type compileJob struct {
+	c            *Compiler
+	ctx          context.Context // the caller's
+	gctx         context.Context // the batches', canceled by the first that fails
+	g            *errgroup.Group
+	site, prefix string
+	srcs         []string      // every source added, in order
+	results      []*compileRes // each batch's answer, in order
+	unshared     atomic.Bool   // the interpreter is older than 3.11: one fresh process
+	tainted      atomic.Bool   // a batch changed its process: the wheel again, fresh
+}
+
+// begin starts a job for the sources under site.
+func (c *Compiler) begin(ctx context.Context, site, prefix string) *compileJob {
 	g, gctx := errgroup.WithContext(ctx)
-	for i, files := range chunks {
-		g.Go(func() error {
-			w := first
-			if i > 0 {
-				var err error
-				if w, err = c.acquire(gctx); err != nil {
-					return err
-				}
-			}
-			var err error
-			results[i], err = c.request(gctx, w, compileReq{Root: site, Prefix: prefix, Files: files})
-			if errors.Is(err, errTainted) {
-				tainted.Store(true) // the other chunks go on: their processes are fine
-				return nil
-			}
-			return err
-		})
+	return &compileJob{c: c, ctx: ctx, gctx: gctx, g: g, site: site, prefix: prefix}
+}
+
+// add sends files, which are written, to be compiled; not safe for concurrent use.
+func (j *compileJob) add(files []string) {
+	if len(files) == 0 {
+		return
 	}
-	if err := g.Wait(); err != nil {
+	files = slices.Clone(files)
+	j.srcs = append(j.srcs, files...)
+	res := &compileRes{}
+	j.results = append(j.results, res)
+	j.g.Go(func() error {
+		w, err := j.c.acquire(j.gctx)
+		if err != nil {
+			return err
+		}
+		if !j.c.shared(w.hello) { // compiled in a fresh process, all at once, by wait
+			j.c.release(w)
+			j.unshared.Store(true)
+			return nil
+		}
+		*res, err = j.c.request(j.gctx, w, compileReq{Root: j.site, Prefix: j.prefix, Files: files})
+		if errors.Is(err, errTainted) {
+			// Some .pyc may differ from a fresh process's. The other batches go on:
+			// their processes are fine.
+			j.tainted.Store(true)
+			return nil
+		}
+		return err
+	})
+}
+
+// wait waits for every batch and returns what compile returns for all the sources added.
+func (j *compileJob) wait() ([]string, []string, error) {
+	if err := j.g.Wait(); err != nil {
 		return nil, nil, err
 	}
-	if tainted.Load() {
-		// Some .pyc may differ from a fresh process's: compile the wheel again in one.
-		c.fresh.Add(1)
-		return compileOnce(ctx, c.interp, site, prefix, srcs)
+	if len(j.srcs) == 0 {
+		return nil, nil, nil
+	}
+	if j.tainted.Load() {
+		j.c.fresh.Add(1)
+	}
+	if j.tainted.Load() || j.unshared.Load() {
+		return compileOnce(j.ctx, j.c.interp, j.site, j.prefix, j.srcs)
 	}
 	var all compileRes
-	for _, r := range results {
+	for _, r := range j.results {
 		all.Compiled = append(all.Compiled, r.Compiled...)
 		all.Skipped = append(all.Skipped, r.Skipped...)
 	}
-	return checkCompiled(c.interp, all)
+	return checkCompiled(j.c.interp, all)
 }
 
 // compileOnce runs compileScript in a fresh process of interp for the files of one wheel.
