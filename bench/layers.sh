@@ -3,18 +3,32 @@
 #   (1) cold build of the office set (python-docx, openpyxl, lxml, et-xmlfile, xlsxwriter):
 #       `pylayer build` (download, verify, install, compile .pyc, pack reproducible blobs,
 #       fsync) vs `pip install --target` of the same pinned wheels (download, install,
-#       compile .pyc); the two alternate who goes first. Target: pip / pylayer >= 2.
+#       compile .pyc); the order rotates from run to run. Target: pip / pylayer >= 2.
+#       BASE=PATH times another pylayer binary too (an older build) in the same runs;
+#       WORK=DIR works in a new directory under DIR instead of .bench.
 #   (2) no-op rebuild: the same build again into the same layout, which already has the key.
-# Prints medians of RUNS runs, the ratio and whether it meets the target, and checks that
-# every cold build gave the same manifest digest. See bench/README.md.
+# Prints medians of RUNS runs, the ratios and whether pylayer meets the target, and checks
+# that every cold build gave the same manifest digest. See bench/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 RUNS=${RUNS:-5}
 PYLAYER=${PYLAYER:-bin/pylayer}
+BASE=${BASE:-}
 TARGET=2
 PY=/usr/bin/python3.11
-work=.bench; rm -rf "$work"; mkdir -p "$work"
+if [[ -n ${WORK:-} ]]; then # a directory of one's choice, e.g. on a quieter file system
+  mkdir -p "$WORK"; work=$(mktemp -d "$(cd "$WORK" && pwd)/layers.XXXXXX")
+else
+  work=$PWD/.bench; rm -rf "$work"
+fi
+mkdir -p "$work/tmp"
+# Both tools create their files under $work (pip stages --target installs in $TMPDIR),
+# and the run removes them when it ends, not the next run when it starts: on ext4, making
+# a file where many were deleted in the last minutes costs up to a millisecond more, so
+# the two must make theirs in the same place, and no run should pay for its predecessor.
+export TMPDIR=$work/tmp
+trap 'cleanup; rm -rf "$work"' EXIT
 go run ./test/cmd/mkindex -out "$work/index" >/dev/null
 $PYLAYER index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
 pids+=($!)
@@ -24,34 +38,45 @@ $PYLAYER lock python-docx openpyxl xlsxwriter --index-url "$url" --python 3.11 \
   --platform manylinux_2_28_x86_64 -o "$work/office.lock.json" --cache "$work/c0" >/dev/null
 pins=$(python3 -c 'import json,sys; print(" ".join(p["name"]+"=="+p["version"] for p in json.load(open(sys.argv[1]))["packages"]))' "$work/office.lock.json")
 
-plbuild() { # plbuild I: a cold build into a fresh cache and layout; prints the digest
-  $PYLAYER build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci$1" --cache "$work/c$1"
+declare -A ms digests
+tools=(pylayer pip); [[ -n $BASE ]] && tools+=(base)
+cold() { # cold TOOL I: one cold build or install into fresh directories; prints its time
+  local t0 t1 d=""
+  t0=$(now)
+  case $1 in
+  pylayer | base)
+    local bin=$PYLAYER; [[ $1 == base ]] && bin=$BASE
+    d=$($bin build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-$1$2" --cache "$work/c-$1$2")
+    digests[$1]+="$d " ;;
+  pip)
+    $PY -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps --only-binary=:all: \
+      --index-url "$url" --target "$work/pip$2" $pins 2>/dev/null ;;
+  esac
+  t1=$(now)
+  ms[$1]+="$(( (t1-t0)/1000 )) "
 }
-pipinstall() {
-  $PY -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps --only-binary=:all: \
-    --index-url "$url" --target "$work/pip$1" $pins 2>/dev/null
-}
-pl=(); pip=(); noop=(); digests=()
+noop=()
 for i in $(seq "$RUNS"); do
-  rm -rf "$work/c$i" "$work/oci$i" "$work/pip$i"
-  if (( i % 2 )); then
-    t0=$(now); d=$(plbuild "$i"); t1=$(now); pl+=($(( (t1-t0)/1000 )))
-    t0=$(now); pipinstall "$i"; t1=$(now); pip+=($(( (t1-t0)/1000 )))
-  else
-    t0=$(now); pipinstall "$i"; t1=$(now); pip+=($(( (t1-t0)/1000 )))
-    t0=$(now); d=$(plbuild "$i"); t1=$(now); pl+=($(( (t1-t0)/1000 )))
-  fi
-  digests+=("$d")
+  n=${#tools[@]}
+  for k in $(seq 0 $((n-1))); do cold "${tools[$(( (i+k) % n ))]}" "$i"; done
   # The same lock, interpreter and layout: the key is there, nothing is built.
-  t0=$(now); $PYLAYER build "$work/office.lock.json" --interpreter $PY -o "oci:$work/oci$i" --cache "$work/c$i" >/dev/null; t1=$(now)
+  t0=$(now); $PYLAYER build "$work/office.lock.json" --interpreter $PY -o "oci:$work/oci-pylayer$i" --cache "$work/c-pylayer$i" >/dev/null; t1=$(now)
   noop+=($(( (t1-t0)/1000 )))
 done
-[[ $(printf '%s\n' "${digests[@]}" | sort -u | wc -l) == 1 ]] || die "cold builds gave different digests: ${digests[*]}"
-mpl=$(printf '%s\n' "${pl[@]}" | median); mpip=$(printf '%s\n' "${pip[@]}" | median); mnoop=$(printf '%s\n' "${noop[@]}" | median)
+med() { printf '%s\n' $1 | median; }
+for t in pylayer base; do
+  [[ -z ${digests[$t]:-} ]] && continue
+  [[ $(printf '%s\n' ${digests[$t]} | sort -u | wc -l) == 1 ]] || die "$t: cold builds gave different digests: ${digests[$t]}"
+done
+mpip=$(med "${ms[pip]}"); mpl=$(med "${ms[pylayer]}"); mnoop=$(printf '%s\n' "${noop[@]}" | median)
 ratio=$(echo "$mpip/$mpl" | bc -l)
 met=MISSED; (( $(echo "$ratio >= $TARGET" | bc -l) )) && met=ok
-printf 'office set, %d runs, medians (pip: %s)\n' "$RUNS" "$($PY -m pip --version | cut -d' ' -f1-2)"
-printf '  pylayer build, cold cache     %8.1f ms  (every run: %s)\n' "$(echo "$mpl/1000" | bc -l)" "${digests[0]}"
+printf 'office set, %d runs, medians (pip: %s; files in %s)\n' "$RUNS" "$($PY -m pip --version | cut -d' ' -f1-2)" "$work"
+printf '  pylayer build, cold cache     %8.1f ms  (every run: %s)\n' "$(echo "$mpl/1000" | bc -l)" "${digests[pylayer]%% *}"
+if [[ -n $BASE ]]; then
+  mbase=$(med "${ms[base]}")
+  printf '  base build (%s)  %8.1f ms  (ratio pip / base %.2fx)\n' "$BASE" "$(echo "$mbase/1000" | bc -l)" "$(echo "$mpip/$mbase" | bc -l)"
+fi
 printf '  pip install --target          %8.1f ms\n' "$(echo "$mpip/1000" | bc -l)"
 printf '  ratio pip / pylayer           %8.2fx  (target >= %sx: %s)\n' "$ratio" "$TARGET" "$met"
 printf '  pylayer no-op rebuild         %8.1f ms  (%.0fx faster than pip)\n' "$(echo "$mnoop/1000" | bc -l)" "$(echo "$mpip/$mnoop" | bc -l)"
