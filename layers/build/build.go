@@ -43,9 +43,10 @@ type Options struct {
 	// Interpreter is the host path of the target's python3, used to compile .pyc at build
 	// time; "" builds without .pyc.
 	Interpreter string
-	// Jobs bounds parallel installs; 0 means twice GOMAXPROCS, as an install spends
-	// much of its time waiting for the interpreter and for flushes. The .pyc are
-	// compiled by at most GOMAXPROCS interpreter processes.
+	// Jobs bounds parallel installs; 0 means 4 x GOMAXPROCS: an install spends much of
+	// its time waiting for the interpreter and for flushes, and a small wheel waiting so
+	// should not keep a big one that came later from starting. The .pyc are compiled by
+	// at most GOMAXPROCS interpreter processes.
 	Jobs int
 }
 

@@ -50,7 +50,7 @@ const downloads = 8
 func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx context.Context, i int, t Tree) error) error {
 	jobs := b.Options.Jobs
 	if jobs <= 0 {
-		jobs = 2 * runtime.GOMAXPROCS(0)
+		jobs = 4 * runtime.GOMAXPROCS(0)
 	}
 	opts, id, err := b.installOptions(ctx, l.Target.Python)
 	if err != nil {
