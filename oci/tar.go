@@ -13,6 +13,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -297,7 +298,13 @@ func writeEntry(tw *tar.Writer, files *dirFiles, root string, e treeEntry) error
 	if err := writeHeader(tw, hdr, root); err != nil {
 		return err
 	}
-	if _, err := io.CopyN(tw, f, hdr.Size); err != nil {
+	buf := copyBufs.Get().(*[]byte)
+	n, err := io.CopyBuffer(struct{ io.Writer }{tw}, io.LimitReader(f, hdr.Size), *buf)
+	copyBufs.Put(buf)
+	if err == nil && n < hdr.Size {
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil {
 		return fmt.Errorf("copying %q in %q (did it change while building the layer?): %w", e.rel, root, err)
 	}
 	var one [1]byte
@@ -306,6 +313,10 @@ func writeEntry(tw *tar.Writer, files *dirFiles, root string, e treeEntry) error
 	}
 	return nil
 }
+
+// copyBufs are the buffers files are copied into the tar through: one per copy of a
+// thousand files would be a lot to allocate and collect.
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 func writeHeader(tw *tar.Writer, hdr *tar.Header, root string) error {
 	if err := tw.WriteHeader(hdr); err != nil {

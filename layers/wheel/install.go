@@ -314,12 +314,12 @@ func (p *plan) extract(ctx context.Context, root *os.Root, made dirsMade, e *ent
 		// the whole temporary tree is removed.
 		n, err = copyScript(dst, src, o.ScriptShebang)
 	} else {
-		n, err = io.Copy(dst, src)
+		n, err = copyPooled(dst, src)
 	}
 	if err != nil {
 		return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
 	}
-	if _, err := io.Copy(io.Discard, src); err != nil { // copyScript may stop early on errors only
+	if _, err := copyPooled(io.Discard, src); err != nil { // copyScript may stop early on errors only
 		return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
 	}
 	if err := e.row.check(e.zf.Name, cnt.n, h.Sum(nil)); err != nil {
@@ -458,7 +458,7 @@ func settle(dir *os.Root, name string, w *written) error {
 	}
 	defer f.Close()
 	h := sha256.New()
-	if w.size, err = io.Copy(h, f); err != nil {
+	if w.size, err = copyPooled(h, f); err != nil {
 		return err
 	}
 	w.sum = h.Sum(nil)

@@ -93,7 +93,7 @@ func b64(sum []byte) string { return base64.RawURLEncoding.EncodeToString(sum) }
 // digest with the row.
 func (row recordRow) verify(name string, r io.Reader) error {
 	h := row.newFn()
-	n, err := io.Copy(h, io.LimitReader(r, row.size+1))
+	n, err := copyPooled(h, io.LimitReader(r, row.size+1))
 	if err != nil {
 		return fmt.Errorf("%w: inflating %s: %v", ErrBadWheel, name, err)
 	}
