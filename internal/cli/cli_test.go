@@ -260,6 +260,10 @@ func TestLockBuildPublishVerifyPull(t *testing.T) {
 		Root, Digest string
 		Verified     bool
 	}
+	// -v logs every blob fetched (then, once installed, nothing is fetched again).
+	if _, stderr, err := e.run("pull", repo+":current", "--trust", keys.PublicKey, "-v"); err != nil || !strings.Contains(stderr, `msg="blob fetched"`) || !strings.Contains(stderr, "title=") {
+		t.Fatalf("pull -v: %v, stderr %q; want a blob fetched line per blob", err, stderr)
+	}
 	e.must(&pulled, "pull", repo+":current", "--trust", keys.PublicKey, "--json")
 	if !pulled.Verified || pulled.Digest != pub.Digest {
 		t.Fatalf("pull --json: %+v", pulled)

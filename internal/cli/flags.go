@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 
@@ -10,6 +11,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/pylayer/pylayer/assemble"
+	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
@@ -67,7 +69,7 @@ func (r *regFlags) policy() (*trust.Policy, error) {
 // trust policy (read at each use), pulling with these flags' registry options when the
 // network is needed.
 func (r *regFlags) assembly(cmd *cobra.Command, c *cache.Cache) assemble.Options {
-	return assemble.Options{Cache: c, Policy: r.policy, Registry: r.options(cmd), Progress: pullProgress(cmd.ErrOrStderr()), Warn: warner(cmd)}
+	return assemble.Options{Cache: c, Policy: r.policy, Registry: r.options(cmd), Progress: pullProgress(cmd), Warn: warner(cmd)}
 }
 
 func (g *globals) openCache() (*cache.Cache, error) {
@@ -105,9 +107,13 @@ func pushProgress(w io.Writer) func(registry.Event) {
 	}
 }
 
-// pullProgress draws one line of bytes fetched on a terminal, nothing otherwise.
-func pullProgress(w io.Writer) func(cache.Event) {
-	if !isTerminal(w) {
+// pullProgress draws one line of bytes fetched on a terminal, its total known from the
+// manifest before the first byte, and with -v logs each blob fetched or found cached.
+func pullProgress(cmd *cobra.Command) func(cache.Event) {
+	w := cmd.ErrOrStderr()
+	log := logctx.From(cmd.Context())
+	draw := isTerminal(w)
+	if !draw && !log.Enabled(cmd.Context(), slog.LevelDebug) {
 		return nil
 	}
 	var mu sync.Mutex
@@ -118,8 +124,19 @@ func pullProgress(w io.Writer) func(cache.Event) {
 		defer mu.Unlock()
 		k := e.Blob.String()
 		done[k], total[k] = e.Bytes, e.Total
-		if e.Done {
+		switch {
+		case e.Done:
 			done[k] = e.Total
+			msg := "blob fetched"
+			if e.Cached {
+				msg = "blob cached, not fetched"
+			}
+			log.Debug(msg, "blob", e.Blob.String(), "title", e.Title, "bytes", e.Total)
+		case e.Queued:
+			return // only totals: nothing to draw yet
+		}
+		if !draw {
+			return
 		}
 		var d, t int64
 		for k := range total {

@@ -30,7 +30,7 @@ visible.`,
 				return err
 			}
 			warn := warner(cmd)
-			root, v, err := registry.Pull(ctx, repo, ref, pol, c, pullProgress(cmd.ErrOrStderr()), warn)
+			root, v, err := registry.Pull(ctx, repo, ref, pol, c, pullProgress(cmd), warn)
 			if err != nil {
 				return err
 			}

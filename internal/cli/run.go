@@ -8,14 +8,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
-
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/broker/stores"
+	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
+	"github.com/spf13/cobra"
 )
 
 type runFlags struct {
@@ -100,6 +100,13 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	}
 	defer held.Release()
 	held.Apply(&spec)
+	log := logctx.From(ctx)
+	if spec.Interpreter != "" {
+		log.Debug("mounting interpreter", "root", spec.Interpreter, "at", "/opt/python")
+	}
+	for _, l := range spec.Layers {
+		log.Debug("mounting layer", "kind", l.Kind, "layer", l.Name, "root", l.Root)
+	}
 	if f.workspace != "" {
 		ws, err := filepath.Abs(f.workspace)
 		if err != nil {

@@ -41,6 +41,7 @@ type Event struct {
 	Total  int64  // the blob's size
 	Done   bool   // the blob's tree is in the cache
 	Cached bool   // it already was: nothing was fetched
+	Queued bool   // the install will need it (one such event per blob, before any other)
 }
 
 // ErrConflict: two blobs of one layer provide the same path.
@@ -104,6 +105,11 @@ func (c *Cache) Install(ctx context.Context, md digest.Digest, manifest []byte, 
 			defer mu.Unlock()
 			progress(e)
 		}
+	}
+	// Every blob first, with its size from the manifest: a display knows the whole
+	// total before the first byte, instead of a total that grows as blobs start.
+	for _, l := range m.Layers {
+		emit(Event{Blob: l.Digest, Title: titleOf(l), Total: l.Size, Queued: true})
 	}
 	lb, err := c.newLayerBuild(md, m)
 	if err != nil {

@@ -106,6 +106,15 @@ func TestInstall(t *testing.T) {
 	if done != 2 {
 		t.Errorf("%d done events, want 2: %+v", done, events)
 	}
+	// The totals come first: one queued event per blob, with its size, before any other.
+	if len(events) < 2 || !events[0].Queued || !events[1].Queued || events[0].Total+events[1].Total != m.Layers[0].Size+m.Layers[1].Size {
+		t.Errorf("first events %+v, want one queued event per blob with the manifest's sizes", events[:min(2, len(events))])
+	}
+	for _, e := range events[2:] {
+		if e.Queued {
+			t.Errorf("a queued event after the first two: %+v", e)
+		}
+	}
 	if n := names(t, filepath.Join(c.Root(), "tmp")); len(n) != 0 {
 		t.Errorf("tmp/ not empty: %v", n)
 	}
