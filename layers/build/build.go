@@ -61,6 +61,8 @@ type Builder struct {
 	interpEr error
 	spareMu  sync.Mutex
 	spare    *wheel.Compiler // started by CompiledBy, taken by the next build
+	fetchMu  sync.Mutex
+	fetches  map[string]*fetch // wheels being prefetched, by sha256
 }
 
 // Tree is one installed wheel.
@@ -145,25 +147,23 @@ func (b *Builder) Wheel(ctx context.Context, p lock.Package) (string, error) {
 	if err := validName(p.Filename); err != nil {
 		return "", err
 	}
-	dir := filepath.Join(b.Root, "wheels", p.SHA256)
-	path := filepath.Join(dir, p.Filename)
-	if fi, err := os.Stat(path); err == nil && fi.Size() == p.Size {
+	if path, ok := b.inWheelhouse(p); ok {
 		return path, nil
 	}
 	if b.Fetcher == nil {
 		return "", fmt.Errorf("%s is not in the wheelhouse %s and no index was given (--index-url)", p.Filename, filepath.Join(b.Root, "wheels"))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+	if f := b.underWay(p); f != nil { // a prefetch: its result, or else try again here
+		select {
+		case <-f.done:
+			if f.err == nil {
+				return f.path, nil
+			}
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
-	f, err := b.locate(ctx, p)
-	if err != nil {
-		return "", err
-	}
-	if err := b.Fetcher.Download(ctx, f, path); err != nil {
-		return "", err // index.Download names the file already
-	}
-	return path, nil
+	return b.download(ctx, p)
 }
 
 // locate finds the package's file on the index (which may have moved since the lock was
@@ -272,8 +272,12 @@ func compileProcs(jobs int) int {
 // interpreter the builder compiles .pyc with ("" for none), so that its key (and tag)
 // covers the .pyc bytes. A lock that already names another compiling interpreter is
 // refused: build it with that interpreter, or drop compiled_by from it. Take the key of
-// the stamped lock, and give it to oci.LayerArtifact.
+// the stamped lock, and give it to oci.LayerArtifact. Stamp also starts fetching the
+// lock's missing wheels (Prefetch), which its build needs next.
 func (b *Builder) Stamp(ctx context.Context, l *lock.Lock) (*lock.Lock, error) {
+	if _, err := l.Key(); err == nil {
+		b.Prefetch(ctx, l) // the wheels come while the interpreter starts
+	}
 	by, err := b.CompiledBy(ctx)
 	if err != nil {
 		return nil, err

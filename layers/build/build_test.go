@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/go-digest"
 
@@ -135,7 +136,11 @@ func TestUnsafeFilenameRefused(t *testing.T) {
 func multiSetup(t *testing.T, n int) (*index.Client, *lock.Lock) {
 	t.Helper()
 	dir := t.TempDir()
-	l := &lock.Lock{Target: target.Target{Python: "3.11"}}
+	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindBase, Target: tg}
 	for i := range n {
 		w := fixture.Wheel{Name: fmt.Sprintf("pkg%d", i), Version: "1.0"}
 		mod := fixture.Module(w.Name)
@@ -150,6 +155,7 @@ func multiSetup(t *testing.T, n int) (*index.Client, *lock.Lock) {
 		d, _ := digest.SHA256.FromReader(f)
 		fi, _ := f.Stat()
 		f.Close()
+		l.Requirements = append(l.Requirements, w.Name)
 		l.Packages = append(l.Packages, lock.Package{Name: w.Name, Version: w.Version, Filename: w.Filename(),
 			SHA256: d.Encoded(), Size: fi.Size(), RequiredBy: []string{lock.Requested}})
 	}
@@ -302,4 +308,59 @@ func treeBytes(t *testing.T, dir string) map[string]string {
 		t.Fatalf("empty tree %s", dir)
 	}
 	return out
+}
+
+// TestStampPrefetches: Stamp starts fetching the lock's wheels; they arrive without
+// anyone asking for them, and the build that follows fetches none again.
+func TestStampPrefetches(t *testing.T) {
+	c, l := multiSetup(t, 4)
+	fetch := &countingFetcher{Client: c}
+	b := &Builder{Root: t.TempDir(), Fetcher: fetch}
+	ctx := context.Background()
+	if _, err := b.Stamp(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range l.Packages { // until each is in the wheelhouse
+		for {
+			if _, ok := b.inWheelhouse(p); ok && b.underWay(p) == nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if n := fetch.downloads.Load(); n != int32(len(l.Packages)) {
+		t.Fatalf("%d downloads after Stamp, want %d", n, len(l.Packages))
+	}
+	if _, err := b.Trees(ctx, l); err != nil {
+		t.Fatal(err)
+	}
+	if n := fetch.downloads.Load(); n != int32(len(l.Packages)) {
+		t.Errorf("%d downloads after the build, want %d: the build fetched again", n, len(l.Packages))
+	}
+}
+
+// TestWheelWaitsForPrefetch: Wheel called while a prefetch is under way takes its result
+// instead of fetching the same wheel a second time.
+func TestWheelWaitsForPrefetch(t *testing.T) {
+	c, l := multiSetup(t, 3)
+	fetch := &countingFetcher{Client: c}
+	b := &Builder{Root: t.TempDir(), Fetcher: fetch}
+	ctx := context.Background()
+	b.Prefetch(ctx, l)
+	var wg sync.WaitGroup
+	for _, p := range l.Packages {
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := b.Wheel(ctx, p); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := fetch.downloads.Load(); n != int32(len(l.Packages)) {
+		t.Errorf("%d downloads of %d wheels asked for 3 times each during a prefetch", n, len(l.Packages))
+	}
 }
