@@ -25,6 +25,12 @@
 // the parsing functions: a bare data-yanked attribute and a JSON "yanked": ""
 // count as yanked (PEP 592), where pip ignores them.
 //
+// Project pages are read by a small scanner of our own (htmlscan.go), modelled on
+// Python's html.parser as pip uses it, not by golang.org/x/net/html: pip tells a bare
+// attribute (<a data-core-metadata href=...>, None to it) from an empty one (=""), and
+// x/net/html's tokenizer gives both as "", which would turn a page that offers no
+// metadata into one that does. The oracle tests run pip on the same pages.
+//
 // This package must never import registry, oci, sandbox, broker or catalog
 // packages, nor anything that prints or logs globally: besides the standard
 // library it uses only internal/fsx and the context's logger (internal/logctx).
