@@ -74,7 +74,7 @@ func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx contex
 		if err != nil {
 			return err
 		}
-		defer c.Close()
+		defer func() { go c.Close() }() // idle by then: their exit need not hold the build up
 		opts.Compiler = c
 	case opts.Interpreter != "":
 		if c := b.takeSpare(); c != nil {
