@@ -47,7 +47,8 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // serveScript compiles like compileScript, for one request (JSON) per line of stdin,
 // answering each with one line: for each file in order, the path of its .pyc relative to
 // the root, or nothing when it was skipped, the entries separated by NUL (wheel paths
-// have no control characters). Its first line describes the interpreter (Describe):
+// have no control characters). Its first line, written before the script imports what
+// compiling needs, describes the interpreter (Describe):
 // "IMPLEMENTATION MAJOR MINOR CACHE_TAG MAGIC_HEX SYS_VERSION_HEX".
 //
 // A file's .pyc must be the bytes compileScript writes in a fresh process, whatever the
@@ -61,15 +62,19 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // checks, with marshal, that no other singleton became interned. If one did, it answers
 // "!" and exits: the caller compiles that wheel again in a fresh process.
 const serveScript = `
-import importlib.util, json, marshal, os, py_compile, sys, warnings
+import sys
+bootstrap = sys.modules.get("_frozen_importlib_external")
+if bootstrap is None:
+    import importlib.util as bootstrap
+out = sys.stdout.buffer
+out.write(b"%s %d %d %s %s %s\n" % (sys.implementation.name.encode("ascii"), sys.version_info[0], sys.version_info[1],
+    str(sys.implementation.cache_tag).encode("ascii"), bootstrap.MAGIC_NUMBER.hex().encode("ascii"),
+    sys.version.encode("utf-8").hex().encode("ascii")))
+out.flush()
+import importlib.util, json, marshal, os, py_compile, warnings
 warnings.filterwarnings("ignore")
 probe = [chr(c) for c in range(256) if not (c < 128 and (chr(c).isalnum() or c == 95))]
 start = [marshal.dumps(c) for c in probe]
-out = sys.stdout.buffer
-out.write(b"%s %d %d %s %s %s\n" % (sys.implementation.name.encode("ascii"), sys.version_info[0], sys.version_info[1],
-    str(sys.implementation.cache_tag).encode("ascii"), importlib.util.MAGIC_NUMBER.hex().encode("ascii"),
-    sys.version.encode("utf-8").hex().encode("ascii")))
-out.flush()
 for line in sys.stdin.buffer:
     req = json.loads(line.decode("utf-8"))
     root, prefix = req["root"], req["prefix"]
