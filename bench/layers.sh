@@ -5,7 +5,7 @@
 #       fsync) vs `pip install --target` of the same pinned wheels (download, install,
 #       compile .pyc); the order rotates from run to run. Target: pip / pylayer >= 2.
 #       BASE=PATH times another pylayer binary too (an older build) in the same runs;
-#       WORK=DIR works in a new directory under DIR instead of .bench.
+#       WORK=DIR works in a new directory under DIR instead of .bench/layers.
 #   (2) no-op rebuild: the same build again into the same layout, which already has the key.
 # Prints medians of RUNS runs, the ratios and whether pylayer meets the target, and checks
 # that every cold build gave the same manifest digest. See bench/README.md.
@@ -20,7 +20,7 @@ PY=/usr/bin/python3.11
 if [[ -n ${WORK:-} ]]; then # a directory of one's choice, e.g. on a quieter file system
   mkdir -p "$WORK"; work=$(mktemp -d "$(cd "$WORK" && pwd)/layers.XXXXXX")
 else
-  work=$PWD/.bench; rm -rf "$work"
+  work=$PWD/.bench/layers; rm -rf "$work"
 fi
 mkdir -p "$work"
 # Both tools create their files under $work (pip stages --target installs in $TMPDIR),
