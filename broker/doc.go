@@ -4,8 +4,9 @@
 // by --db value with broker/stores, checked by broker/storetest; every change commits with
 // its audit event) and Server, an http.Handler with bearer-token auth (hashed at rest), long polling,
 // a hand-written OpenAPI document and public Prometheus metrics at GET /metrics (metrics.go:
-// prometheus/client_golang with a registry of each Server's own, never the global one, labelled
-// by route pattern, never by raw path, with the Go runtime's and the process's metrics); and the
+// the text format written by hand, for the start-up cost client_golang adds to every pylayer
+// command, measured there; each Server's own, labelled by route pattern, never by raw path,
+// with the Go runtime's and the process's basics under client_golang's names); and the
 // approver web page (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
 // CSRF-checked changes through the same JSON API, polling of a change counter.
 //
