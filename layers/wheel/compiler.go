@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,15 +32,17 @@ import (
 // The processes run with an empty environment but PYTHONHASHSEED=0, -S -s -B, in an
 // empty private working directory (see command). They end with ctx, or at Close.
 type Compiler struct {
-	interp string
-	ctx    context.Context
-	idle   chan *worker  // started processes waiting for a request
-	room   chan struct{} // a token for each process that may still be started
-	mu     sync.Mutex
-	live   map[*worker]struct{}
-	closed bool
-	fresh  atomic.Int64 // wheels compiled again in a fresh process
-	kind   struct {
+	interp  string
+	ctx     context.Context
+	mu      sync.Mutex
+	idle    []*worker // started processes waiting for a request
+	room    int       // processes that may still be started (where some have gone)
+	waiting []*waiter // acquires waiting for a process
+	seq     uint64
+	live    map[*worker]struct{}
+	closed  bool
+	fresh   atomic.Int64 // wheels compiled again in a fresh process
+	kind    struct {
 		once   sync.Once
 		info   InterpreterInfo
 		err    error
@@ -54,6 +57,19 @@ type InterpreterInfo struct {
 	CacheTag       string // sys.implementation.cache_tag: "cpython-311"
 	Magic          string // importlib.util.MAGIC_NUMBER in hex: "a70d0d0a"
 	SysVersion     string // sys.version
+}
+
+// A waiter is an acquire waiting for a process: the one of highest priority, then the
+// first to come, gets the next that is free.
+type waiter struct {
+	prio int64
+	seq  uint64
+	got  chan acquired // one, buffered
+}
+
+type acquired struct {
+	w   *worker
+	err error
 }
 
 type worker struct {
@@ -74,15 +90,14 @@ func NewCompiler(ctx context.Context, interpreter string, procs int) (*Compiler,
 		return nil, errors.New("compiling .pyc: no interpreter")
 	}
 	procs = max(procs, 1)
-	c := &Compiler{interp: interpreter, ctx: ctx, idle: make(chan *worker, procs),
-		room: make(chan struct{}, procs), live: map[*worker]struct{}{}}
+	c := &Compiler{interp: interpreter, ctx: ctx, live: map[*worker]struct{}{}}
 	for range procs {
 		w, err := c.start()
 		if err != nil {
 			c.Close()
 			return nil, err
 		}
-		c.idle <- w
+		c.idle = append(c.idle, w)
 	}
 	return c, nil
 }
@@ -96,7 +111,12 @@ func (c *Compiler) Close() error {
 	c.closed = true
 	live := c.live
 	c.live = map[*worker]struct{}{}
+	waiting := c.waiting
+	c.waiting = nil
 	c.mu.Unlock()
+	for _, wt := range waiting {
+		wt.got <- acquired{err: errors.New("compiling .pyc: the compiler is closed")}
+	}
 	for w := range live {
 		w.stdin.Close() // the script ends at the end of its input
 		w.cmd.Wait()
@@ -114,7 +134,7 @@ func (c *Compiler) Describe(ctx context.Context) (InterpreterInfo, error) {
 	}
 	c.mu.Unlock()
 	if len(started) == 0 { // all ended: start one
-		w, err := c.acquire(ctx)
+		w, err := c.acquire(ctx, 0)
 		if err != nil {
 			return InterpreterInfo{}, err
 		}
@@ -193,19 +213,53 @@ func (c *Compiler) command(script, cwd string) *exec.Cmd {
 	return cmd
 }
 
-// acquire takes an idle process, or starts one where one has gone.
-func (c *Compiler) acquire(ctx context.Context) (*worker, error) {
+// acquire takes an idle process, or starts one where one has gone, or waits for one:
+// among waiting acquires, the one of highest prio gets the next process that is free.
+func (c *Compiler) acquire(ctx context.Context, prio int64) (*worker, error) {
+	c.mu.Lock()
 	var w *worker
-	select {
-	case w = <-c.idle:
-	case <-c.room:
+	switch {
+	case len(c.idle) > 0:
+		w = c.idle[len(c.idle)-1]
+		c.idle = c.idle[:len(c.idle)-1]
+		c.mu.Unlock()
+	case c.room > 0:
+		c.room--
+		c.mu.Unlock()
 		var err error
 		if w, err = c.start(); err != nil {
-			c.room <- struct{}{}
+			c.mu.Lock()
+			c.room++
+			c.mu.Unlock()
 			return nil, err
 		}
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	default:
+		c.seq++
+		wt := &waiter{prio: prio, seq: c.seq, got: make(chan acquired, 1)}
+		c.waiting = append(c.waiting, wt)
+		c.mu.Unlock()
+		var a acquired
+		select {
+		case a = <-wt.got:
+		case <-ctx.Done():
+			c.mu.Lock()
+			i := slices.Index(c.waiting, wt)
+			if i >= 0 {
+				c.waiting = slices.Delete(c.waiting, i, i+1)
+			}
+			c.mu.Unlock()
+			if i >= 0 {
+				return nil, ctx.Err()
+			}
+			if a = <-wt.got; a.w != nil { // handed one meanwhile: pass it on
+				c.release(a.w)
+			}
+			return nil, ctx.Err()
+		}
+		if a.err != nil {
+			return nil, a.err
+		}
+		w = a.w
 	}
 	select {
 	case <-w.ready:
@@ -256,8 +310,35 @@ func (c *Compiler) describe(hello []byte) {
 	})
 }
 
-// release gives a process that answered back to the pool.
-func (c *Compiler) release(w *worker) { c.idle <- w }
+// release gives a process that answered back: to the first waiting acquire of highest
+// priority, else to the idle ones.
+func (c *Compiler) release(w *worker) {
+	c.mu.Lock()
+	wt := c.nextWaiter()
+	if wt == nil {
+		c.idle = append(c.idle, w)
+	}
+	c.mu.Unlock()
+	if wt != nil {
+		wt.got <- acquired{w: w}
+	}
+}
+
+// nextWaiter removes and returns the waiting acquire to serve next, if any; c.mu held.
+func (c *Compiler) nextWaiter() *waiter {
+	if len(c.waiting) == 0 {
+		return nil
+	}
+	best := 0
+	for i, wt := range c.waiting {
+		if b := c.waiting[best]; wt.prio > b.prio || wt.prio == b.prio && wt.seq < b.seq {
+			best = i
+		}
+	}
+	wt := c.waiting[best]
+	c.waiting = slices.Delete(c.waiting, best, best+1)
+	return wt
+}
 
 // fail ends a process that did not answer and makes room for another one.
 func (c *Compiler) fail(w *worker, err error) error {
@@ -268,7 +349,21 @@ func (c *Compiler) fail(w *worker, err error) error {
 	if ok {
 		w.cmd.Process.Kill()
 		w.cmd.Wait()
-		c.room <- struct{}{}
+		c.mu.Lock()
+		wt := c.nextWaiter()
+		if wt == nil {
+			c.room++
+		}
+		c.mu.Unlock()
+		if wt != nil { // start its replacement for a waiting acquire
+			nw, err := c.start()
+			if err != nil {
+				c.mu.Lock()
+				c.room++
+				c.mu.Unlock()
+			}
+			wt.got <- acquired{w: nw, err: err}
+		}
 	}
 	if errors.Is(err, io.EOF) && w.cmd.ProcessState != nil {
 		err = fmt.Errorf("%w: the interpreter ended (%s)", err, w.cmd.ProcessState)

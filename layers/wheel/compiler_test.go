@@ -392,3 +392,48 @@ func TestInstallCompilesWhileWriting(t *testing.T) {
 		}
 	}
 }
+
+// TestCompilerPriority: a process that comes free goes to the waiting batch of highest
+// priority, among equals to the first that came.
+func TestCompilerPriority(t *testing.T) {
+	c, err := NewCompiler(t.Context(), compileInterpreter(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := c.acquire(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prios := []int64{1, 3, 2, 3}
+	got := make(chan int, len(prios))
+	for i, p := range prios {
+		go func() {
+			w, err := c.acquire(t.Context(), p)
+			if err != nil {
+				t.Error(err)
+				got <- -1
+				return
+			}
+			got <- i
+			c.release(w)
+		}()
+		for { // until it waits, so that the order they came in is known
+			c.mu.Lock()
+			n := len(c.waiting)
+			c.mu.Unlock()
+			if n == i+1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	c.release(w)
+	var order []int
+	for range prios {
+		order = append(order, <-got)
+	}
+	if want := []int{1, 3, 2, 0}; !slices.Equal(order, want) {
+		t.Errorf("served %v, want %v (priorities %v)", order, want, prios)
+	}
+}

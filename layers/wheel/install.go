@@ -164,7 +164,11 @@ func (p *plan) write(ctx context.Context, tmp string, o InstallOptions) (*Instal
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		job = c.begin(cctx, site, o.SitePackagesDir)
+		var size int64 // the tree's, roughly: what is left to do with it after compiling
+		for _, e := range p.entries {
+			size += e.row.size
+		}
+		job = c.begin(cctx, site, o.SitePackagesDir, size)
 		defer func() {
 			if job != nil { // failed: the interpreter is done with the tree before it goes
 				cancel()

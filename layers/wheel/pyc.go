@@ -114,7 +114,7 @@ type compileRes struct{ Compiled, Skipped []string }
 // compile compiles srcs (paths relative to site) and returns the tree paths of the .pyc
 // files written and the sources skipped, in the order of srcs.
 func (c *Compiler) compile(ctx context.Context, site, prefix string, srcs []string) ([]string, []string, error) {
-	j := c.begin(ctx, site, prefix)
+	j := c.begin(ctx, site, prefix, 0)
 	for i := 0; i < len(srcs); i += chunkFiles {
 		j.add(srcs[i:min(i+chunkFiles, len(srcs))])
 	}
@@ -129,16 +129,19 @@ type compileJob struct {
 	gctx         context.Context // the batches', canceled by the first that fails
 	g            *errgroup.Group
 	site, prefix string
+	prio         int64         // of its batches, when they wait for a process
 	srcs         []string      // every source added, in order
 	results      []*compileRes // each batch's answer, in order
 	unshared     atomic.Bool   // the interpreter is older than 3.11: one fresh process
 	tainted      atomic.Bool   // a batch changed its process: the wheel again, fresh
 }
 
-// begin starts a job for the sources under site.
-func (c *Compiler) begin(ctx context.Context, site, prefix string) *compileJob {
+// begin starts a job for the sources under site. Its batches get a free process before
+// those of jobs of a lower prio: Install gives the size of its wheel's tree, whose pack
+// is the most work left once its .pyc are compiled.
+func (c *Compiler) begin(ctx context.Context, site, prefix string, prio int64) *compileJob {
 	g, gctx := errgroup.WithContext(ctx)
-	return &compileJob{c: c, ctx: ctx, gctx: gctx, g: g, site: site, prefix: prefix}
+	return &compileJob{c: c, ctx: ctx, gctx: gctx, g: g, site: site, prefix: prefix, prio: prio}
 }
 
 // add sends files, which are written, to be compiled; not safe for concurrent use.
@@ -151,7 +154,7 @@ func (j *compileJob) add(files []string) {
 	res := &compileRes{}
 	j.results = append(j.results, res)
 	j.g.Go(func() error {
-		w, err := j.c.acquire(j.gctx)
+		w, err := j.c.acquire(j.gctx, j.prio)
 		if err != nil {
 			return err
 		}
