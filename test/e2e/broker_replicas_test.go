@@ -86,6 +86,9 @@ func TestBrokerReplicasKill9(t *testing.T) {
 	}
 	var rounds []round
 	start := time.Now()
+	// The kill lands at a random point of the window after the build is seen; a round
+	// whose build ended inside it halves it, so that fast builds are still hit mid-way.
+	window := 700 * time.Millisecond
 	for n := 1; n <= maxRounds && (n <= minRounds || time.Since(start) < replicaBudget); n++ {
 		rd := round{version: fmt.Sprintf("%d.0", n), killed: -1}
 		asker := reps[n%2]
@@ -114,13 +117,15 @@ func TestBrokerReplicasKill9(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		if holder >= 0 {
-			time.Sleep(time.Duration(rand.IntN(700)) * time.Millisecond) // the kill point: somewhere in the build
+			time.Sleep(time.Duration(rand.Int64N(int64(window)))) // the kill point: somewhere in the build
 			var state string
 			db.QueryRowContext(ctx, `SELECT state FROM requests WHERE id = $1`, r.ID).Scan(&state)
 			reps[holder].kill9()
 			killedAt := time.Now()
 			if state == "building" {
 				rd.killed = holder
+			} else {
+				window = max(window/2, 10*time.Millisecond)
 			}
 			survivor := reps[1-holder]
 			for rd.killed >= 0 && rd.takeover == 0 {
