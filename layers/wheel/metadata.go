@@ -133,6 +133,24 @@ func parseHeaders(s string) headers {
 	return out
 }
 
+// Fields are the header fields of core metadata, in file order, as Python's email.parser
+// (compat32) reads them: a continued field keeps its continuation lines verbatim.
+type Fields struct{ h headers }
+
+// ParseFields parses the header block of core metadata (METADATA or PKG-INFO), as
+// ParseMetadata does, for callers that need fields it does not keep (License, Summary,
+// Classifier ...). Bytes are taken as they are: validating UTF-8 is the caller's choice.
+func ParseFields(b []byte) Fields { return Fields{parseHeaders(string(b))} }
+
+// Get is the first value of the field, matched ignoring case; "" when there is none.
+func (f Fields) Get(name string) string {
+	v, _ := f.h.get(name)
+	return v
+}
+
+// All is every value of the field, in order.
+func (f Fields) All(name string) []string { return f.h.all(name) }
+
 // ParseMetadata parses core metadata (METADATA or PKG-INFO). Name and Version must be
 // present and non-empty.
 func ParseMetadata(b []byte) (*Metadata, error) {

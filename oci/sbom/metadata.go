@@ -13,6 +13,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/layers/wheel"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -20,67 +21,44 @@ import (
 // as layers/wheel bounds it when installing.
 const maxMetadataBytes = 16 << 20
 
-// header is one field of core metadata.
-type header struct{ name, value string }
-
-// metadata is the header fields of a wheel's core metadata (METADATA), in order.
-type metadata []header
+// metadata is the header fields of a wheel's core metadata (METADATA), in order, with
+// the values made readable: continuation lines lose the indentation core metadata gives
+// them (eight spaces, or seven and "|"), and trailing white space goes.
+type metadata struct{ f wheel.Fields }
 
 // get is the first value of the field, matched ignoring case.
-func (m metadata) get(name string) string {
-	for _, h := range m {
-		if strings.EqualFold(h.name, name) {
-			return h.value
-		}
-	}
-	return ""
-}
+func (m metadata) get(name string) string { return clean(m.f.Get(name)) }
 
 // all is every value of the field, in order.
 func (m metadata) all(name string) []string {
-	var out []string
-	for _, h := range m {
-		if strings.EqualFold(h.name, name) {
-			out = append(out, h.value)
-		}
+	vs := m.f.All(name)
+	for i, v := range vs {
+		vs[i] = clean(v)
 	}
-	return out
+	return vs
 }
 
-// parseMetadata reads the header block of core metadata as the email parser reads it
-// (RFC 822 fields, continuation lines indented), up to the first line that is neither
-// a field nor a continuation; the body (the long description) is ignored. Continuation
-// lines lose the indentation core metadata gives them (eight spaces, or seven and "|")
-// and are joined with newlines. Bytes that are not UTF-8 are replaced.
+// parseMetadata reads the header block of core metadata with layers/wheel's parser (the
+// email parser's reading); the body (the long description) is ignored. Bytes that are
+// not UTF-8 are replaced.
 func parseMetadata(b []byte) metadata {
-	s := string(b)
-	if !utf8.ValidString(s) {
-		s = strings.ToValidUTF8(s, "\uFFFD")
+	if !utf8.Valid(b) {
+		b = []byte(strings.ToValidUTF8(string(b), "\uFFFD"))
 	}
-	var out metadata
-	for len(s) > 0 {
-		line, rest, _ := strings.Cut(s, "\n")
-		s = rest
-		line = strings.TrimSuffix(line, "\r")
-		if line == "" {
-			break // the body follows
+	return metadata{wheel.ParseFields(b)}
+}
+
+// clean unindents a field's continuation lines and trims trailing white space.
+func clean(v string) string {
+	lines := strings.Split(v, "\n")
+	for i, l := range lines {
+		l = strings.TrimSuffix(l, "\r")
+		if i > 0 {
+			l = unindent(l)
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			if len(out) > 0 {
-				out[len(out)-1].value += "\n" + unindent(line)
-			}
-			continue
-		}
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
-			break
-		}
-		out = append(out, header{name, strings.TrimSpace(value)})
+		lines[i] = l
 	}
-	for i := range out {
-		out[i].value = strings.TrimRight(out[i].value, " \t\n")
-	}
-	return out
+	return strings.TrimRight(strings.Join(lines, "\n"), " \t\n")
 }
 
 func unindent(line string) string {
