@@ -29,6 +29,7 @@ type Options struct {
 	Builder    Builder    // nil: approved requests stay approved
 	Classifier Classifier // required
 	Rebaser    Rebaser    // nil: rebase answers 501
+	Executor   Executor   // warm sessions (executor.go); nil: their routes answer 501
 	Layers     LayerLister
 	GC         GCer
 	// SessionDefaults, when set, gives a session created without a base its interpreter,
