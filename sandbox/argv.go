@@ -19,7 +19,12 @@ const (
 	ShimBinDir     = "/opt/pylayer/bin"
 	WorkspaceDir   = "/workspace"
 	Home           = "/home/sandbox"
-	// Path is the sandbox's PATH, whatever the caller's PATH is.
+	// CacheDir is where Spec.Cache is mounted read-write; XDG_CACHE_HOME names it
+	// and MPLCONFIGDIR a directory in it, with or without a Spec.Cache.
+	CacheDir = Home + "/.cache"
+	// Path is the sandbox's PATH, whatever the caller's PATH is, when no layer is
+	// mounted; each mounted layer's bin/ comes between /opt/pylayer/bin and
+	// /usr/local/bin (see the package documentation).
 	Path = "/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin"
 
 	layersDir = "/opt/pylayer/layers"
@@ -72,11 +77,19 @@ func DataFiles() [][]byte {
 	return out
 }
 
-// Files from the host's /etc that the sandbox gets, read-only, when present.
+// Files from the host's /etc that the sandbox gets, read-only, when present:
+// what the dynamic loader, time zones, TLS and fontconfig (Pillow's and
+// matplotlib's text, fc-match) read. /etc/matplotlibrc is deliberately not one:
+// a matplotlib wheel ships its own.
 var etcFiles = []string{
 	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-	"/etc/alternatives", "/etc/ssl/certs",
+	"/etc/alternatives", "/etc/ssl/certs", "/etc/fonts",
 }
+
+// Other host directories the sandbox gets, read-only, when present: the system's
+// font cache (fc-cache), so that fontconfig does not scan every font of /usr/share/fonts
+// in each session. It holds only what fc-cache made of the fonts under /usr.
+var hostCaches = []string{"/var/cache/fontconfig"}
 
 // Top-level directories that merged-usr systems make symlinks into /usr.
 var usrLinks = []string{"/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32"}
@@ -173,6 +186,14 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			return nil, err
 		}
 	}
+	if s.Cache != "" {
+		if err := checkHostPath("cache", s.Cache); err != nil {
+			return nil, err
+		}
+		if s.Cache == s.Workspace {
+			return nil, fmt.Errorf("%w: cache %s is also the workspace: give the session's cache a directory of its own", ErrInvalidSpec, s.Cache)
+		}
+	}
 	cwd := s.Cwd
 	if cwd == "" {
 		cwd = WorkspaceDir
@@ -238,6 +259,9 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 	for _, f := range etcFiles {
 		a = append(a, "--ro-bind-try", f, f)
 	}
+	for _, d := range hostCaches {
+		a = append(a, "--ro-bind-try", d, d)
+	}
 	size := func(n int64) string { return strconv.FormatInt(n, 10) }
 	a = append(a,
 		"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
@@ -254,6 +278,9 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			"--size", size(lim.Tmp), "--tmpfs", "/tmp", "--size", size(lim.Home), "--tmpfs", "/home")
 	}
 	a = append(a, "--perms", "0700", "--dir", Home)
+	if s.Cache != "" {
+		a = append(a, "--bind", s.Cache, CacheDir)
+	}
 	if s.Interpreter != "" {
 		a = append(a, "--ro-bind", s.Interpreter, InterpreterDir)
 	} else {
@@ -308,6 +335,17 @@ func limitPrefix(lim Limits) []string {
 
 func fd(i int) string { return strconv.Itoa(firstDataFD + i) }
 
+// pathOf is the sandbox's PATH: the interpreter's bin/, the pip shim (which must
+// win over a layer's pip), each mounted layer's bin/ in PYTHONPATH order (ext
+// layers first; an iso layer in place of the base), then the system's.
+func pathOf(layers []mountedLayer) string {
+	dirs := []string{InterpreterDir + "/bin", ShimBinDir}
+	for _, l := range layers {
+		dirs = append(dirs, l.dest+"/bin")
+	}
+	return strings.Join(append(dirs, "/usr/local/bin", "/usr/bin", "/bin"), ":")
+}
+
 // environment returns the sandbox's variables sorted by name.
 func environment(extra map[string]string, layers []mountedLayer) ([][2]string, error) {
 	pp := []string{guardDir}
@@ -315,7 +353,10 @@ func environment(extra map[string]string, layers []mountedLayer) ([][2]string, e
 		pp = append(pp, l.dest+"/site-packages")
 	}
 	vars := map[string]string{
-		"PATH":                    Path,
+		"PATH":                    pathOf(layers),
+		"XDG_CACHE_HOME":          CacheDir,
+		"MPLCONFIGDIR":            CacheDir + "/matplotlib",
+		"MPLBACKEND":              "Agg",
 		"PYTHONPATH":              strings.Join(pp, ":"),
 		"PIP_NO_INDEX":            "1",
 		"PYTHONDONTWRITEBYTECODE": "1",

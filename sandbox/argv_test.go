@@ -213,10 +213,10 @@ func TestArgvEnvironment(t *testing.T) {
 	t.Setenv("PATH", "/evil/bin:/usr/bin")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "canary-aws")
 	t.Setenv("PYTHONPATH", "/evil/py")
-	a := mustArgv(t, Spec{Command: []string{"env"}, Env: map[string]string{"MPLBACKEND": "Agg", "LANG": "en_US.UTF-8"},
+	a := mustArgv(t, Spec{Command: []string{"env"}, Env: map[string]string{"LANG": "en_US.UTF-8"},
 		Layers: []Layer{{Root: "/c/b", Kind: KindBase}}})
 	want := map[string]string{
-		"PATH":                    "/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin",
+		"PATH":                    "/opt/python/bin:/opt/pylayer/bin:/opt/pylayer/layers/0-base/bin:/usr/local/bin:/usr/bin:/bin",
 		"PYTHONPATH":              "/opt/pylayer/guard:/opt/pylayer/layers/0-base/site-packages",
 		"PIP_NO_INDEX":            "1",
 		"PYTHONDONTWRITEBYTECODE": "1",
@@ -226,6 +226,8 @@ func TestArgvEnvironment(t *testing.T) {
 		"LOGNAME":                 "sandbox",
 		"LANG":                    "en_US.UTF-8",
 		"MPLBACKEND":              "Agg",
+		"XDG_CACHE_HOME":          "/home/sandbox/.cache",
+		"MPLCONFIGDIR":            "/home/sandbox/.cache/matplotlib",
 	}
 	got := envOf(t, a)
 	if len(got) != len(want) {
@@ -250,6 +252,9 @@ func TestArgvNoHostPrivateDirs(t *testing.T) {
 		allowedEtc[f] = true
 	}
 	for i, x := range a {
+		if x == "--ro-bind-try" && a[i+1] == "/var/cache/fontconfig" {
+			continue // the system's font cache, read-only
+		}
 		switch x {
 		case "--bind", "--ro-bind", "--ro-bind-try", "--bind-try", "--dev-bind", "--dev-bind-try":
 		default:
@@ -394,6 +399,101 @@ func TestArgvHardening(t *testing.T) {
 	for _, bad := range []Limits{{Processes: -1}, {Memory: 1 << 20}, {CPU: time.Millisecond}, {OpenFiles: 3}, {Tmp: -5}} {
 		if _, err := argv(fakeFS{}, bw, Spec{Command: []string{"true"}, Limits: bad}); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("limits %+v: err = %v, want ErrInvalidSpec", bad, err)
+		}
+	}
+}
+
+// TestArgvPath: the layers' bin/ are on PATH after the interpreter's and the pip
+// shim's, in PYTHONPATH order (ext before base, iso in place of the base), before
+// the system's; the variables a headless matplotlib needs are set and can be
+// overridden.
+func TestArgvPath(t *testing.T) {
+	const L = "/opt/pylayer/layers/"
+	const head, tail = "/opt/python/bin:/opt/pylayer/bin:", "/usr/local/bin:/usr/bin:/bin"
+	tests := []struct {
+		name   string
+		layers []Layer
+		want   string
+	}{
+		{"none", nil, head + tail},
+		{"base", []Layer{{Root: "/c/b", Kind: KindBase}}, head + L + "0-base/bin:" + tail},
+		{"ext before base", []Layer{{Root: "/c/b", Kind: KindBase}, {Root: "/c/e1", Kind: KindExt}, {Root: "/c/e2", Kind: KindExt}},
+			head + L + "1-ext/bin:" + L + "2-ext/bin:" + L + "0-base/bin:" + tail},
+		{"iso replaces base", []Layer{{Root: "/c/b", Kind: KindBase}, {Root: "/c/i", Kind: KindIso}, {Root: "/c/e", Kind: KindExt}},
+			head + L + "2-ext/bin:" + L + "1-iso/bin:" + tail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := envOf(t, mustArgv(t, Spec{Layers: tt.layers, Command: []string{"true"}}))
+			if env["PATH"] != tt.want {
+				t.Errorf("PATH = %q, want %q", env["PATH"], tt.want)
+			}
+			if strings.Contains(env["PATH"], "0-base") && len(tt.layers) > 1 && tt.layers[1].Kind == KindIso {
+				t.Errorf("PATH names the base an iso layer replaces: %q", env["PATH"])
+			}
+		})
+	}
+	if Path != head+tail {
+		t.Errorf("Path = %q, want the PATH of a sandbox without layers, %q", Path, head+tail)
+	}
+	env := envOf(t, mustArgv(t, Spec{Command: []string{"true"}, Env: map[string]string{"MPLBACKEND": "svg"}}))
+	if env["MPLBACKEND"] != "svg" {
+		t.Errorf("MPLBACKEND = %q, want the caller's svg over the default Agg", env["MPLBACKEND"])
+	}
+}
+
+// TestArgvFonts: fontconfig's configuration and the system font cache are bound
+// read-only, when present (bwrap's -try), and /etc/matplotlibrc never.
+func TestArgvFonts(t *testing.T) {
+	a := mustArgv(t, Spec{Command: []string{"fc-match", "sans"}})
+	for _, w := range [][]string{
+		{"--ro-bind-try", "/etc/fonts", "/etc/fonts"},
+		{"--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig"},
+		{"--ro-bind", "/usr", "/usr"}, // /usr/share/fonts
+	} {
+		if !hasSeq(a, w...) {
+			t.Errorf("argv lacks %q", w)
+		}
+	}
+	for _, x := range a {
+		if strings.Contains(x, "matplotlibrc") {
+			t.Errorf("argv names %q", x)
+		}
+	}
+}
+
+// TestArgvCache: Spec.Cache is bound read-write at the cache directory, after the
+// tmpfs home it lives in, and only when given; it must be a valid host path and
+// not the workspace.
+func TestArgvCache(t *testing.T) {
+	a := mustArgv(t, Spec{Command: []string{"true"}, Cache: "/var/cache/pylayer/sessions/s1/cache"})
+	bind := slices.Index(a, "/var/cache/pylayer/sessions/s1/cache")
+	if bind < 1 || a[bind-1] != "--bind" || a[bind+1] != "/home/sandbox/.cache" {
+		t.Fatalf("argv lacks --bind CACHE /home/sandbox/.cache:\n%q", a)
+	}
+	home := slices.Index(a, "/home")
+	if home < 0 || home > bind {
+		t.Errorf("the cache is bound before the tmpfs /home that would hide it:\n%q", a)
+	}
+	if !hasSeq(a, "--perms", "0700", "--dir", "/home/sandbox") {
+		t.Errorf("argv lacks the sandbox's home")
+	}
+	env := envOf(t, a)
+	if env["XDG_CACHE_HOME"] != CacheDir || !strings.HasPrefix(env["MPLCONFIGDIR"], CacheDir+"/") {
+		t.Errorf("XDG_CACHE_HOME = %q, MPLCONFIGDIR = %q: want both in %s", env["XDG_CACHE_HOME"], env["MPLCONFIGDIR"], CacheDir)
+	}
+	if hasSeq(mustArgv(t, Spec{Command: []string{"true"}}), "--bind") {
+		t.Error("a read-write bind without a cache or workspace")
+	}
+	for _, bad := range []Spec{
+		{Command: []string{"true"}, Cache: "cache"},
+		{Command: []string{"true"}, Cache: "/"},
+		{Command: []string{"true"}, Cache: "/c/../etc"},
+		{Command: []string{"true"}, Cache: "/proc/self/cwd"},
+		{Command: []string{"true"}, Cache: "/srv/ws", Workspace: "/srv/ws"},
+	} {
+		if _, err := argv(fakeFS{}, bw, bad); !errors.Is(err, ErrInvalidSpec) {
+			t.Errorf("cache %q (workspace %q): err = %v, want ErrInvalidSpec", bad.Cache, bad.Workspace, err)
 		}
 	}
 }

@@ -14,12 +14,31 @@
 //     host has them (a symlink such as bin -> usr/bin on merged-usr systems is
 //     recreated as a symlink, a real directory is bound read-only).
 //   - From /etc only: ld.so.cache, ld.so.conf, ld.so.conf.d, localtime,
-//     alternatives and ssl/certs (read-only, each only if present), plus a
+//     alternatives, ssl/certs and fonts (read-only, each only if present), plus a
 //     generated two-line passwd and group naming the sandbox user. The host's
 //     /etc is never bound as a whole: it holds host names, credentials and
 //     configuration that a sandboxed program has no business reading.
+//     /etc/matplotlibrc is never bound: a matplotlib wheel ships its own.
+//   - Fonts as fontconfig, Pillow and matplotlib look for them: /etc/fonts (the
+//     configuration; without it "Fontconfig error: Cannot load default config
+//     file"), the fonts under /usr/share/fonts (part of /usr) and the host's
+//     font cache /var/cache/fontconfig, read-only when present, the only
+//     directory of the host's /var the sandbox sees.
 //   - A fresh /proc and /dev, tmpfs /tmp and /home (HOME=/home/sandbox), and
-//     nothing of the host's /home, /root, /var or /run. The root is read-only.
+//     nothing of the host's /home, /root, /var (but its font cache) or /run. The
+//     root is read-only.
+//   - Caches: XDG_CACHE_HOME=/home/sandbox/.cache, MPLCONFIGDIR in it. It is in
+//     the tmpfs home, rebuilt by every run, unless Spec.Cache names a host
+//     directory to bind read-write there: one per session (`pylayer run
+//     --session` keeps one under the host cache), so matplotlib's font list
+//     (~200 ms) is built once per session and no session reads what another
+//     wrote. Run hands it to the sandbox user under the workspace's rules.
+//     MPLBACKEND=Agg (the sandbox has no display), unless Spec.Env says otherwise.
+//   - PATH: /opt/python/bin, /opt/pylayer/bin (the pip shim, ahead of any pip a
+//     layer ships), each mounted layer's bin/ in PYTHONPATH order (ext layers,
+//     then the iso layer or the base), then /usr/local/bin:/usr/bin:/bin. Console
+//     scripts that layers/wheel writes start with #!/opt/python/bin/python3, the
+//     interpreter, or in degraded mode its symlink to /usr/bin/python3.
 //   - All namespaces unshared (--unshare-all plus an explicit user namespace):
 //     no network, its own pids, uid and gid 1000 ("sandbox"), no capabilities,
 //     hostname "sandbox". --die-with-parent and --new-session.
@@ -49,11 +68,12 @@
 //   - The caller's terminal never reaches the sandbox: a terminal given as
 //     stdin is replaced by /dev/null (sessions are not interactive); TerminalSafe
 //     neutralises control sequences of output shown on a terminal.
-//   - The environment is cleared; then a fixed PATH
-//     (/opt/python/bin:/opt/pylayer/bin:/usr/local/bin:/usr/bin:/bin, never
-//     inherited), PYTHONPATH, PIP_NO_INDEX=1, PYTHONDONTWRITEBYTECODE=1,
-//     PYTHONNOUSERSITE=1, HOME, USER, LOGNAME, LANG=C.UTF-8 and the variables the
-//     caller names in Spec.Env (never one whose name looks like a secret).
+//   - The environment is cleared; then PATH (made of the sandbox's own
+//     directories, never inherited), PYTHONPATH, PIP_NO_INDEX=1,
+//     PYTHONDONTWRITEBYTECODE=1, PYTHONNOUSERSITE=1, HOME, USER, LOGNAME,
+//     LANG=C.UTF-8, XDG_CACHE_HOME, MPLCONFIGDIR, MPLBACKEND=Agg and the
+//     variables the caller names in Spec.Env (never one whose name looks like a
+//     secret).
 //
 // # Layers
 //
@@ -66,10 +86,9 @@
 // have put the packages, so a wheel's top-level enum.py or typing.py cannot shadow
 // the stdlib, and processes the layers' .pth files as site.addsitedir does
 // (namespace-package .pth files of zope.*, backports.* ... need this). It then
-// runs the interpreter's own sitecustomize, if any. Layer bin/ directories are
-// deliberately not on PATH (PATH is fixed): run a console script by its
-// absolute path, /opt/pylayer/layers/<i>-<kind>/bin/<name>, or as
-// `python3 -m module`.
+// runs the interpreter's own sitecustomize, if any. The layers' bin/
+// directories are on PATH in the same order, so console scripts (markdown_py,
+// f2py, fonttools ...) run by name.
 //
 // # pip
 //

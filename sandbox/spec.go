@@ -45,6 +45,14 @@ type Spec struct {
 	// Workspace is a host directory mounted read-write at /workspace; "" gives a
 	// tmpfs /workspace.
 	Workspace string
+	// Cache is a host directory mounted read-write at CacheDir
+	// (/home/sandbox/.cache: XDG_CACHE_HOME, and MPLCONFIGDIR in it), kept
+	// across the runs of one session so that what programs cache there
+	// (matplotlib's font list, ~200 ms to build) is built once per session; ""
+	// leaves it in the tmpfs home, rebuilt by every run. It is handed to the
+	// sandbox user like the workspace. Never give two sessions one cache: what
+	// one session writes there, the other would load.
+	Cache string
 	// Env holds extra variables the caller names explicitly. A name that looks
 	// like a secret (ErrSecretEnv) or that the sandbox sets itself (PATH, HOME,
 	// PYTHONPATH, PIP_*, LD_* ...) is refused.
