@@ -39,61 +39,23 @@ func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	plan, err := Build(bwrap, s)
+	l, err := prepare(ctx, bwrap, s, o.User, o.ID)
 	if err != nil {
 		return nil, err
 	}
-	lim, _ := s.Limits.withDefaults() // Build checked them
-	if err := checkExists(s); err != nil {
-		return nil, err
-	}
-	ident, err := HostIdentity(ctx, o.User)
-	if s.unhardened {
-		ident, err = Identity{UID: os.Geteuid(), GID: os.Getegid()}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("sandbox run %s: %w", o.ID, err)
-	}
-	if ident.UID != os.Geteuid() {
-		if err := reachable(s, ident); err != nil {
-			return nil, err
-		}
-	}
-	if s.Workspace != "" {
-		if err := checkWorkspace(s.Workspace, ident); err != nil {
-			return nil, err
-		}
-	}
-	fds, err := openFiles(plan.Files)
-	if err != nil {
-		return nil, err
-	}
-	defer fds.close()
+	defer l.fds.close()
 
 	stdout := &capture{max: o.MaxOutput}
 	stderr := &capture{max: o.MaxOutput}
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if ident.UID != os.Geteuid() {
-		attr.Credential = &syscall.Credential{Uid: uint32(ident.UID), Gid: uint32(ident.GID), Groups: []uint32{}}
-	}
-	cmd := &exec.Cmd{
-		Path: bwrap, Args: plan.Args,
-		Env:    []string{}, // nothing of the caller's environment reaches bwrap
-		Dir:    "/",
-		Stdin:  noTerminal(o.Stdin),
-		Stdout: stdout, Stderr: stderr,
-		ExtraFiles:  fds.child,
-		SysProcAttr: attr,
-		WaitDelay:   max(o.KillGrace, time.Second),
-	}
+	cmd := l.cmd
+	cmd.Stdin = noTerminal(o.Stdin)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.WaitDelay = max(o.KillGrace, time.Second)
+	lim, ident := l.lim, l.ident
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting %s as %s: %w", bwrap, ident, err)
+	if err := l.start(); err != nil {
+		return nil, err
 	}
-	fds.close()
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 
@@ -119,19 +81,9 @@ func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, erro
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
 
-	var ee *exec.ExitError
-	switch {
-	case waitErr == nil:
-	case errors.As(waitErr, &ee):
-		ws, _ := ee.Sys().(syscall.WaitStatus)
-		res.ExitCode = ws.ExitStatus()
-		if ws.Signaled() {
-			res.ExitCode = 128 + int(ws.Signal())
-		}
-	case errors.Is(waitErr, exec.ErrWaitDelay):
-		// The sandbox is gone; only its output pipes were held open too long.
-	default:
-		return res, fmt.Errorf("sandbox run %s: waiting for bwrap: %w", o.ID, waitErr)
+	res.ExitCode, err = exitCode(waitErr)
+	if err != nil {
+		return res, fmt.Errorf("sandbox run %s: waiting for bwrap: %w", o.ID, err)
 	}
 	if res.ExitCode > 128 && res.ExitCode <= 128+64 {
 		sig := syscall.Signal(res.ExitCode - 128)
@@ -194,12 +146,114 @@ func stop(pid int, grace time.Duration, done <-chan error) error {
 	}
 	// bwrap has not been reaped (done is empty), so its pid and process group id
 	// are still ours.
+	return killAll(pid, func() error { return <-done })
+}
+
+// killAll kills the sandbox of bwrap process pid at once, whole: bwrap's process
+// group and every process below bwrap. wait reaps bwrap and returns cmd.Wait's
+// error; killAll then waits (briefly) until the processes it saw are gone, so
+// that none outlives the caller's call while the kernel is still tearing down
+// the pid namespace. bwrap must not have been reaped yet: its pid and process
+// group id are then still the caller's.
+func killAll(pid int, wait func() error) error {
 	seen := snapshot(pid)
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	signalTree(pid, syscall.SIGKILL, true)
-	err := <-done
+	err := wait()
 	waitGone(seen, 5*time.Second)
 	return err
+}
+
+// exitCode decodes cmd.Wait's error: a command ended by signal N gives 128+N,
+// as bwrap itself reports its command's signal. An error that is not an exit
+// status is returned, except exec.ErrWaitDelay: the sandbox is gone, only its
+// output pipes were held open too long.
+func exitCode(waitErr error) (int, error) {
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		return 0, nil
+	case errors.As(waitErr, &ee):
+		ws, _ := ee.Sys().(syscall.WaitStatus)
+		if ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ws.ExitStatus(), nil
+	case errors.Is(waitErr, exec.ErrWaitDelay):
+		return 0, nil
+	}
+	return 0, waitErr
+}
+
+// launch is a checked sandbox ready to start: what Run and Start share.
+type launch struct {
+	bwrap string
+	lim   Limits
+	ident Identity
+	fds   *files
+	// cmd runs bwrap with an empty environment, in its own process group, as the
+	// session's host identity; the caller sets its standard streams.
+	cmd *exec.Cmd
+}
+
+// prepare checks s for run id and makes the command that runs it: the Spec's
+// plan and limits, its host paths, the host identity (user, see HostIdentity)
+// and that it can reach every directory bwrap binds, the workspace, and the
+// descriptors the plan passes. The caller closes l.fds.
+func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launch, error) {
+	plan, err := Build(bwrap, s)
+	if err != nil {
+		return nil, err
+	}
+	lim, _ := s.Limits.withDefaults() // Build checked them
+	if err := checkExists(s); err != nil {
+		return nil, err
+	}
+	ident, err := HostIdentity(ctx, user)
+	if s.unhardened {
+		ident, err = Identity{UID: os.Geteuid(), GID: os.Getegid()}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox run %s: %w", id, err)
+	}
+	if ident.UID != os.Geteuid() {
+		if err := reachable(s, ident); err != nil {
+			return nil, err
+		}
+	}
+	if s.Workspace != "" {
+		if err := checkWorkspace(s.Workspace, ident); err != nil {
+			return nil, err
+		}
+	}
+	fds, err := openFiles(plan.Files)
+	if err != nil {
+		return nil, err
+	}
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if ident.UID != os.Geteuid() {
+		attr.Credential = &syscall.Credential{Uid: uint32(ident.UID), Gid: uint32(ident.GID), Groups: []uint32{}}
+	}
+	cmd := &exec.Cmd{
+		Path: bwrap, Args: plan.Args,
+		Env:         []string{}, // nothing of the caller's environment reaches bwrap
+		Dir:         "/",
+		ExtraFiles:  fds.child,
+		SysProcAttr: attr,
+	}
+	return &launch{bwrap: bwrap, lim: lim, ident: ident, fds: fds, cmd: cmd}, nil
+}
+
+// start starts l.cmd and closes the descriptors bwrap now holds.
+func (l *launch) start() error {
+	if err := l.cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s as %s: %w", l.bwrap, l.ident, err)
+	}
+	l.fds.close()
+	return nil
 }
 
 // checkExists checks that the host paths of s exist and have the right type.
