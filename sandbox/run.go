@@ -229,6 +229,9 @@ func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launc
 			return nil, err
 		}
 	}
+	if err := checkCache(s, ident); err != nil {
+		return nil, err
+	}
 	fds, err := openFiles(plan.Files)
 	if err != nil {
 		return nil, err

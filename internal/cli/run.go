@@ -117,6 +117,9 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 		}
 		spec.Workspace = ws
 	}
+	if spec.Cache, err = f.cache(c.Root(), f.session); err != nil {
+		return err
+	}
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
