@@ -20,6 +20,7 @@ import (
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/native"
 	"github.com/pylayer/pylayer/layers/wheel"
 )
 
@@ -48,6 +49,11 @@ type Options struct {
 	// should not keep a big one that came later from starting. The .pyc are compiled by
 	// at most GOMAXPROCS interpreter processes.
 	Jobs int
+	// NativeMissing is called, by the worker that made it, for each tree of a build
+	// (EachTree) whose compiled code needs shared libraries that are neither in the
+	// tree nor on the target platform's allow-list (see NativeReport): a warning to
+	// show, or an error that fails the build. nil logs a warning.
+	NativeMissing func(ctx context.Context, t Tree, r *native.Report) error
 }
 
 // Builder makes trees for the packages of locks, caching under Root.

@@ -46,7 +46,9 @@ const downloads = 8
 // The wheels missing from the wheelhouse are all fetched at once (a few at a time);
 // trees are installed Jobs at a time, the biggest wheel that is at hand first, so that
 // the longest jobs do not come last; their .pyc are compiled by one wheel.Compiler that
-// they share, started by CompiledBy or as the fetches begin.
+// they share, started by CompiledBy or as the fetches begin. Each tree's native
+// libraries are checked against the lock's target platform while fn works on it (see
+// Options.NativeMissing).
 func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx context.Context, i int, t Tree) error) error {
 	jobs := b.Options.Jobs
 	if jobs <= 0 {
@@ -80,6 +82,15 @@ func (b *Builder) EachTree(ctx context.Context, l *lock.Lock, fn func(ctx contex
 		if c := b.takeSpare(); c != nil {
 			c.Close() // nothing to compile
 		}
+	}
+
+	// Each tree's native libraries are checked beside fn's work on it.
+	user := fn
+	fn = func(ctx context.Context, i int, t Tree) error {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() error { return b.flagNative(gctx, t, l.Target.Platform) })
+		g.Go(func() error { return user(gctx, i, t) })
+		return g.Wait()
 	}
 
 	g, ctx := errgroup.WithContext(ctx)
