@@ -117,7 +117,7 @@ func NewServer(o Options) (*Server, error) {
 	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(),
 		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota), bases: memo.New[[]EnvPackage](maxBases, 0),
 		tokens: memo.New[Token](maxTokens, tokenTTL), states: memo.New[sessionState](maxSessionStates, 0)}
-	for _, rt := range []route{
+	for _, rt := range append([]route{
 		{"GET /healthz", public, s.healthz},
 		{"GET /readyz", public, s.readyz},
 		{"GET /metrics", public, s.serveMetrics},
@@ -135,7 +135,7 @@ func NewServer(o Options) (*Server, error) {
 		{"POST /v1/gc", adminOnly, s.gc},
 		{"GET /v1/audit", approver, s.auditLog},
 		{"GET /v1/audit/export", adminOnly, s.auditExport},
-	} {
+	}, s.executorRoutes()...) {
 		s.routes = append(s.routes, rt.pattern)
 		s.mux.Handle(rt.pattern, s.authed(rt.acc, rt.h))
 	}
@@ -297,7 +297,12 @@ var errBadBody = errors.New("bad body")
 // decodeJSON reads one JSON object into v, strictly. optional allows an empty body.
 // On failure it writes the error response (400, 413 or 415) and returns errBadBody.
 func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
-	body := http.MaxBytesReader(w, r.Body, s.o.MaxBody)
+	return s.decodeJSONMax(w, r, v, optional, s.o.MaxBody)
+}
+
+// decodeJSONMax is decodeJSON with a body of up to limit bytes.
+func (s *Server) decodeJSONMax(w http.ResponseWriter, r *http.Request, v any, optional bool, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	if r.Header.Get("Content-Type") == "" && optional {
 		var one [1]byte
 		if n, _ := io.ReadFull(body, one[:]); n == 0 {
@@ -327,7 +332,7 @@ func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, optio
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", s.o.MaxBody), "")
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", limit), "")
 			return errBadBody
 		}
 		if errTimeout(err) {
