@@ -42,7 +42,7 @@ func putLayer(t *testing.T, dir string, k lock.Kind, name string) string {
 	must(t, err)
 	must(t, bw.Flush())
 	must(t, f.Close())
-	blob := oci.LayerBlob{Path: f.Name(), Desc: desc, Title: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
+	blob := oci.LayerBlob{Path: f.Name(), Desc: desc, Title: oci.BlobTitle(name + "-1.0-py3-none-any.whl"), Wheel: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
 	l := layerLock(t, k, name)
 	if k == lock.KindExt { // over the base putLayer makes of "pin"
 		key, err := layerLock(t, lock.KindBase, "pin").Key()

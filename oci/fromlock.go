@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/wheel"
 )
 
 // LayerArtifact builds (or reuses) the trees of l's wheels, packs each into a reproducible
@@ -56,14 +59,62 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 	if l.Base != "" {
 		ann[AnnotationBase] = l.Base
 	}
-	return Artifact{ArtifactType: ArtifactTypeLayer, Config: canon, Layers: blobs, Annotations: ann}, nil
+	created, err := layerCreated(ctx, b, l)
+	if err != nil {
+		return Artifact{}, err
+	}
+	return Artifact{ArtifactType: ArtifactTypeLayer, Config: canon, Layers: blobs, Annotations: ann, Created: created}, nil
+}
+
+// layerCreated is a layer's creation time: $SOURCE_DATE_EPOCH when set (the
+// reproducible-builds convention, for a CI that stamps a release), else the newest
+// wheel's wheel.BuiltAt, so that the same lock gives the same manifest bytes on any
+// host and the time still says how fresh its newest wheel is. The wheels are in the
+// builder's wheelhouse once their trees are built (one read of each central directory).
+func layerCreated(ctx context.Context, b *build.Builder, l *lock.Lock) (time.Time, error) {
+	if t, ok, err := SourceDateEpoch(); ok || err != nil {
+		return t, err
+	}
+	var newest time.Time
+	for _, p := range l.Packages {
+		whl, err := b.Wheel(ctx, p)
+		if err != nil {
+			return time.Time{}, err
+		}
+		t, err := wheel.BuiltAt(whl)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if t.After(newest) {
+			newest = t
+		}
+	}
+	if newest.Before(time.Unix(0, 0)) {
+		newest = time.Time{}
+	}
+	return newest, nil
+}
+
+// SourceDateEpoch reads $SOURCE_DATE_EPOCH (https://reproducible-builds.org/specs/source-date-epoch/):
+// its time and true when set, an error naming the variable when it is not a decimal
+// count of seconds since 1970 (a build stamped with a wrong time is worse than none).
+func SourceDateEpoch() (time.Time, bool, error) {
+	v, ok := os.LookupEnv("SOURCE_DATE_EPOCH")
+	if !ok || v == "" {
+		return time.Time{}, false, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 || n > 253402300799 {
+		return time.Time{}, false, fmt.Errorf("SOURCE_DATE_EPOCH=%q: want the seconds since 1970-01-01 UTC as a decimal integer (e.g. $(git log -1 --format=%%ct))", v)
+	}
+	return time.Unix(n, 0).UTC(), true, nil
 }
 
 // treeBlob packs a tree once: the blob and its descriptor are cached under dir by tree key.
 func treeBlob(ctx context.Context, dir string, t build.Tree) (LayerBlob, error) {
 	blob := filepath.Join(dir, t.Key+".tar.gz")
 	meta := filepath.Join(dir, t.Key+".json")
-	lb := LayerBlob{Path: blob, Title: t.Package.Filename, WheelSHA256: t.Package.SHA256}
+	lb := LayerBlob{Path: blob, Title: BlobTitle(t.Package.Filename), Wheel: t.Package.Filename, WheelSHA256: t.Package.SHA256}
 	if b, err := os.ReadFile(meta); err == nil {
 		if json.Unmarshal(b, &lb.Desc) == nil {
 			if fi, err := os.Stat(blob); err == nil && fi.Size() == lb.Desc.Size {

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -96,7 +97,7 @@ func buildInto(t *testing.T, l *lock.Lock, idxDir, cache, out string) string {
 // TestBuildLayerGolden: the same lock, built in two different directories with two
 // different caches, gives the same manifest digest, and that digest is pinned.
 func TestBuildLayerGolden(t *testing.T) {
-	const golden = "sha256:385ef2fc47f37a23b91aa0c090ee91fb21e22c17f824da8f0d51eb8ab84a34a9"
+	const golden = "sha256:3a124096163eed3c72ca8988aeb17138a573732aa584a3b9910e837c0974f770"
 	a, b := t.TempDir(), t.TempDir()
 	la, lb := goldenLock(t, filepath.Join(a)), goldenLock(t, filepath.Join(b))
 	da := buildInto(t, la, a, filepath.Join(a, "cache"), filepath.Join(a, "oci"))
@@ -198,5 +199,41 @@ func TestLayerKeyCoversCompiler(t *testing.T) {
 	}
 	if _, err := (&build.Builder{Root: dir}).Stamp(ctx, stamped); err == nil || !strings.Contains(err.Error(), "--interpreter") {
 		t.Errorf("stamping a lock compiled by %s for a build without .pyc: %v, want a refusal", real, err)
+	}
+}
+
+// TestLayerCreated: a layer's creation time is its newest wheel's (the fixture's wheels
+// carry the zip format's 1980 epoch), the same from a warm cache, and SOURCE_DATE_EPOCH
+// overrides it; a malformed SOURCE_DATE_EPOCH is an error naming it, not a silent 1970.
+func TestLayerCreated(t *testing.T) {
+	dir := t.TempDir()
+	created := func(out string) string {
+		t.Helper()
+		lay, err := OpenLayout(filepath.Join(dir, out))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := buildInto(t, goldenLock(t, dir), dir, filepath.Join(dir, "cache"), filepath.Join(dir, out))
+		b, err := lay.readBlob(context.Background(), digest.Digest(d), maxManifestSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := ParseManifest(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Annotations[v1.AnnotationCreated]
+	}
+	if got := created("a"); got != "1980-01-01T00:00:00Z" {
+		t.Errorf("created = %q, want the newest wheel's 1980-01-01T00:00:00Z", got)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "1764547200")
+	if got := created("b"); got != "2025-12-01T00:00:00Z" {
+		t.Errorf("with SOURCE_DATE_EPOCH, created = %q, want 2025-12-01T00:00:00Z", got)
+	}
+	t.Setenv("SOURCE_DATE_EPOCH", "yesterday")
+	_, err := LayerArtifact(context.Background(), &build.Builder{Root: filepath.Join(dir, "cache")}, goldenLock(t, dir))
+	if err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
+		t.Errorf("malformed SOURCE_DATE_EPOCH: %v, want an error naming it", err)
 	}
 }

@@ -33,7 +33,8 @@ func layerFile(t *testing.T, name, content string) LayerBlob {
 	return LayerBlob{
 		Path:        f.Name(),
 		Desc:        desc,
-		Title:       name + "-1.0-py3-none-any.whl",
+		Title:       BlobTitle(name + "-1.0-py3-none-any.whl"),
+		Wheel:       name + "-1.0-py3-none-any.whl",
 		WheelSHA256: digest.FromString(name).Encoded(),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -16,8 +17,28 @@ import (
 type LayerBlob struct {
 	Path        string        // file holding the blob bytes; verified against Desc when stored
 	Desc        v1.Descriptor // media type, digest and size of the blob
-	Title       string        // wheel filename: org.opencontainers.image.title
+	Title       string        // the blob's file name, org.opencontainers.image.title: BlobTitle(Wheel) for a wheel's blob
+	Wheel       string        // the wheel's filename: dev.pylayer.wheel.filename ("" for ArtifactTypePython)
 	WheelSHA256 string        // lowercase hex sha256 of the wheel: dev.pylayer.wheel.sha256 (optional, and usually "", for ArtifactTypePython)
+}
+
+// BlobTitle is the title of the layer blob holding the installed files of the wheel
+// named wheel: its name without ".whl", with the extension of what the blob is (a gzip
+// tar), so that a generic tool writing it under its title (oras pull) writes
+// "lxml-4.9.2-cp311-cp311-manylinux_2_28_x86_64.tar.gz", not a tar under a wheel's name.
+func BlobTitle(wheel string) string { return strings.TrimSuffix(wheel, ".whl") + ".tar.gz" }
+
+// LayerWheel returns the filename of the wheel a layer descriptor's blob was installed
+// from: its dev.pylayer.wheel.filename annotation, or, in an artifact published before
+// blobs had their own titles, its title when that is a wheel filename. "" when neither.
+func LayerWheel(d v1.Descriptor) string {
+	if w := d.Annotations[AnnotationWheelFilename]; w != "" {
+		return w
+	}
+	if t := d.Annotations[v1.AnnotationTitle]; strings.HasSuffix(t, ".whl") {
+		return t
+	}
+	return ""
 }
 
 // Artifact is a pylayer artifact before it is stored: a lock as the config
@@ -28,6 +49,10 @@ type Artifact struct {
 	Config       []byte            // the lock bytes (config blob, ConfigMediaType(ArtifactType))
 	Layers       []LayerBlob       // one per wheel, in lock order
 	Annotations  map[string]string // kind, key, python, platform, base ...; created is added by Manifest
+	// Created is org.opencontainers.image.created, in UTC to the second; the zero time is
+	// CreatedEpoch. It is part of the manifest's bytes: it must come from content (the
+	// newest wheel's BuiltAt) or from SOURCE_DATE_EPOCH, never from the clock.
+	Created time.Time
 }
 
 // layerMediaTypes are the layer blob media types a pylayer manifest may carry.
@@ -41,7 +66,7 @@ var layerMediaTypes = map[string]bool{
 // descriptor. The bytes depend only on a: the manifest has schemaVersion 2,
 // mediaType and artifactType set, the config descriptor of the lock, one layer
 // descriptor per LayerBlob annotated with its title and wheel sha256, and a's
-// annotations plus org.opencontainers.image.created = CreatedEpoch. Errors
+// annotations plus org.opencontainers.image.created (Created, CreatedEpoch when zero). Errors
 // wrap ErrInvalidArtifact.
 func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 	if err := a.check(); err != nil {
@@ -57,7 +82,7 @@ func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 			Size:      int64(len(a.Config)),
 		},
 		Layers:      make([]v1.Descriptor, 0, len(a.Layers)),
-		Annotations: map[string]string{v1.AnnotationCreated: CreatedEpoch},
+		Annotations: map[string]string{v1.AnnotationCreated: a.created()},
 	}
 	for k, v := range a.Annotations {
 		m.Annotations[k] = v
@@ -68,6 +93,9 @@ func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 			ann[k] = v
 		}
 		ann[v1.AnnotationTitle] = l.Title
+		if l.Wheel != "" {
+			ann[AnnotationWheelFilename] = l.Wheel
+		}
 		if l.WheelSHA256 != "" {
 			ann[AnnotationWheelSHA256] = l.WheelSHA256
 		}
@@ -105,8 +133,11 @@ func (a Artifact) check() error {
 			return bad("annotation %s is missing", k)
 		}
 	}
-	if c, ok := a.Annotations[v1.AnnotationCreated]; ok && c != CreatedEpoch {
-		return bad("annotation %s is %q; it is fixed at %q for reproducibility, leave it unset", v1.AnnotationCreated, c, CreatedEpoch)
+	if c, ok := a.Annotations[v1.AnnotationCreated]; ok && c != a.created() {
+		return bad("annotation %s is %q; it is %q from Artifact.Created, leave it unset", v1.AnnotationCreated, c, a.created())
+	}
+	if !a.Created.IsZero() && (a.Created.Before(time.Unix(0, 0)) || a.Created.Year() > 9999) {
+		return bad("created %s is outside 1970-9999", a.Created)
 	}
 	if len(a.Layers) == 0 {
 		return bad("no layers: an artifact needs at least one layer blob")
@@ -119,7 +150,13 @@ func (a Artifact) check() error {
 			return bad("layer %d (%s): media type %q is not an OCI layer media type", i, l.Title, l.Desc.MediaType)
 		}
 		if l.Title == "" || strings.ContainsAny(l.Title, "/\\\x00") || l.Title == "." || l.Title == ".." {
-			return bad("layer %d: title %q must be a plain file name (the wheel filename)", i, l.Title)
+			return bad("layer %d: title %q must be a plain file name (BlobTitle of the wheel filename)", i, l.Title)
+		}
+		if l.Wheel != "" && (!strings.HasSuffix(l.Wheel, ".whl") || strings.ContainsAny(l.Wheel, "/\\\x00")) {
+			return bad("layer %d (%s): wheel %q is not a wheel filename", i, l.Title, l.Wheel)
+		}
+		if strings.HasSuffix(l.Title, ".whl") {
+			return bad("layer %d: title %q names a wheel, but the blob is a tar of its installed files: use BlobTitle", i, l.Title)
 		}
 		if l.WheelSHA256 == "" && a.ArtifactType == ArtifactTypePython {
 			continue // an interpreter layer comes from no wheel
@@ -129,6 +166,14 @@ func (a Artifact) check() error {
 		}
 	}
 	return nil
+}
+
+// created is the value of org.opencontainers.image.created: RFC 3339 in UTC, to the second.
+func (a Artifact) created() string {
+	if a.Created.IsZero() {
+		return CreatedEpoch
+	}
+	return a.Created.UTC().Truncate(time.Second).Format(time.RFC3339)
 }
 
 func isHexSHA256(s string) bool {

@@ -5,13 +5,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // goldenManifest pins the manifest digest of fixedArtifact.
-const goldenManifest = "sha256:e1624123bf42a671dac363a47f9a03eee03c469b20495e1453d8ed1111c79262"
+const goldenManifest = "sha256:521b2bf68918f4ccbfa6a205f7d7a036628c5728c4924b8a60621dddfff384b7"
 
 const lockJSON = `{"packages":[{"name":"et-xmlfile","version":"1.1.0"}],"target":{"python":"3.11"}}`
 
@@ -25,7 +26,8 @@ func fixedArtifact() Artifact {
 				Digest:    digest.FromString("layer one"),
 				Size:      1234,
 			},
-			Title:       "et_xmlfile-1.1.0-py3-none-any.whl",
+			Title:       BlobTitle("et_xmlfile-1.1.0-py3-none-any.whl"),
+			Wheel:       "et_xmlfile-1.1.0-py3-none-any.whl",
 			WheelSHA256: strings.Repeat("ab", 32),
 		}, {
 			Desc: v1.Descriptor{
@@ -33,7 +35,8 @@ func fixedArtifact() Artifact {
 				Digest:    digest.FromString("layer two"),
 				Size:      99,
 			},
-			Title:       "openpyxl-3.1.2-py2.py3-none-any.whl",
+			Title:       BlobTitle("openpyxl-3.1.2-py2.py3-none-any.whl"),
+			Wheel:       "openpyxl-3.1.2-py2.py3-none-any.whl",
 			WheelSHA256: strings.Repeat("01", 32),
 		}},
 		Annotations: map[string]string{
@@ -84,9 +87,11 @@ func TestManifestGolden(t *testing.T) {
 		{"platform", m.Annotations[AnnotationPlatform], "manylinux_2_28_x86_64"},
 		{"annotations", len(m.Annotations), 5},
 		{"layers", len(m.Layers), 2},
-		{"layer 0 title", m.Layers[0].Annotations[v1.AnnotationTitle], "et_xmlfile-1.1.0-py3-none-any.whl"},
+		{"layer 0 title", m.Layers[0].Annotations[v1.AnnotationTitle], "et_xmlfile-1.1.0-py3-none-any.tar.gz"},
+		{"layer 0 wheel", m.Layers[0].Annotations[AnnotationWheelFilename], "et_xmlfile-1.1.0-py3-none-any.whl"},
+		{"layer 0 LayerWheel", LayerWheel(m.Layers[0]), "et_xmlfile-1.1.0-py3-none-any.whl"},
 		{"layer 0 sha256", m.Layers[0].Annotations[AnnotationWheelSHA256], strings.Repeat("ab", 32)},
-		{"layer 0 annotations", len(m.Layers[0].Annotations), 2},
+		{"layer 0 annotations", len(m.Layers[0].Annotations), 3},
 		{"layer 1 digest", m.Layers[1].Digest, digest.FromString("layer two")},
 		{"layer 1 size", m.Layers[1].Size, int64(99)},
 		{"layer 1 mediaType", m.Layers[1].MediaType, MediaTypeLayer},
@@ -122,6 +127,8 @@ func TestManifestInvalid(t *testing.T) {
 		{"title path", func(a *Artifact) { a.Layers[0].Title = "../x.whl" }, "title"},
 		{"title empty", func(a *Artifact) { a.Layers[0].Title = "" }, "title"},
 		{"title dotdot", func(a *Artifact) { a.Layers[0].Title = ".." }, "title"},
+		{"title a wheel's", func(a *Artifact) { a.Layers[0].Title = a.Layers[0].Wheel }, "BlobTitle"},
+		{"wheel not a wheel", func(a *Artifact) { a.Layers[0].Wheel = "x.tar.gz" }, "not a wheel filename"},
 		{"wheel sha short", func(a *Artifact) { a.Layers[0].WheelSHA256 = "abc" }, "wheel sha256"},
 		{"wheel sha upper", func(a *Artifact) { a.Layers[0].WheelSHA256 = strings.Repeat("AB", 32) }, "wheel sha256"},
 		{"wheel sha not hex", func(a *Artifact) { a.Layers[0].WheelSHA256 = strings.Repeat("zz", 32) }, "wheel sha256"},
@@ -136,7 +143,17 @@ func TestManifestInvalid(t *testing.T) {
 			}
 		})
 	}
-	// The created annotation may be given if it has the fixed value.
+	// Created is written in UTC to the second; one before 1970 is refused.
+	a0 := fixedArtifact()
+	a0.Created = time.Date(2026, 12, 1, 15, 4, 5, 999, time.FixedZone("CET", 3600))
+	if b, _, err := a0.Manifest(); err != nil || !strings.Contains(string(b), `"org.opencontainers.image.created":"2026-12-01T14:04:05Z"`) {
+		t.Errorf("Created 2026-12-01 15:04:05 CET: %v\n%s", err, b)
+	}
+	a0.Created = time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)
+	if _, _, err := a0.Manifest(); !errors.Is(err, ErrInvalidArtifact) {
+		t.Errorf("Created 1969: %v, want ErrInvalidArtifact", err)
+	}
+	// The created annotation may be given if it has the value Created gives.
 	a := fixedArtifact()
 	a.Annotations[v1.AnnotationCreated] = CreatedEpoch
 	if _, d, err := a.Manifest(); err != nil || string(d.Digest) != goldenManifest {

@@ -42,9 +42,14 @@ const (
 	AnnotationPlatform    = "dev.pylayer.platform"
 	AnnotationBase        = "dev.pylayer.base"
 	AnnotationWheelSHA256 = "dev.pylayer.wheel.sha256"
+	// AnnotationWheelFilename names the wheel a layer blob was installed from. The blob's
+	// org.opencontainers.image.title is not the wheel's name (BlobTitle): the blob is a
+	// tar of the installed files, and generic tools (oras pull) write it under its title.
+	AnnotationWheelFilename = "dev.pylayer.wheel.filename"
 
-	// CreatedEpoch is the fixed value of org.opencontainers.image.created, so
-	// that the manifest bytes depend only on what goes into the artifact.
+	// CreatedEpoch is org.opencontainers.image.created of an artifact with no
+	// creation time from its content (Artifact.Created zero): interpreters, unless
+	// SOURCE_DATE_EPOCH gives one.
 	CreatedEpoch = "1970-01-01T00:00:00Z"
 )
 

@@ -90,7 +90,7 @@ func artifact(t *testing.T, dir, version string) oci.Artifact {
 		t.Fatal(err)
 	}
 	return oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: content,
-		Layers:      []oci.LayerBlob{{Path: path, Desc: desc, Title: whl, WheelSHA256: digest.FromString("m").Encoded()}},
+		Layers:      []oci.LayerBlob{{Path: path, Desc: desc, Title: oci.BlobTitle(whl), Wheel: whl, WheelSHA256: digest.FromString("m").Encoded()}},
 		Annotations: map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: lock.KeyOf(content)}}
 }
 

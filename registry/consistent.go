@@ -63,8 +63,8 @@ func CheckConsistent(m *v1.Manifest, config []byte) error {
 	}
 	for i, ly := range m.Layers {
 		p := l.Packages[i]
-		if ly.Annotations[oci.AnnotationWheelSHA256] != p.SHA256 || ly.Annotations[v1.AnnotationTitle] != p.Filename {
-			return bad("layer blob %d is %s (wheel sha256 %s), its lock says %s (%s)", i, ly.Annotations[v1.AnnotationTitle], ly.Annotations[oci.AnnotationWheelSHA256], p.Filename, p.SHA256)
+		if ly.Annotations[oci.AnnotationWheelSHA256] != p.SHA256 || oci.LayerWheel(ly) != p.Filename {
+			return bad("layer blob %d is %s (wheel sha256 %s), its lock says %s (%s)", i, oci.LayerWheel(ly), ly.Annotations[oci.AnnotationWheelSHA256], p.Filename, p.SHA256)
 		}
 	}
 	return nil

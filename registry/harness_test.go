@@ -172,7 +172,7 @@ func layerBlob(t testing.TB, name, content string) oci.LayerBlob {
 	desc, _, err := oci.TarTree(context.Background(), tree, bw)
 	must(t, err)
 	must(t, bw.Flush())
-	return oci.LayerBlob{Path: f.Name(), Desc: desc, Title: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
+	return oci.LayerBlob{Path: f.Name(), Desc: desc, Title: oci.BlobTitle(name + "-1.0-py3-none-any.whl"), Wheel: name + "-1.0-py3-none-any.whl", WheelSHA256: digest.FromString(name).Encoded()}
 }
 
 func artifact(key string, layers ...oci.LayerBlob) oci.Artifact {

@@ -50,7 +50,7 @@ func lockedArtifact(t testing.TB, names ...string) (oci.Artifact, *lock.Lock) {
 	for _, n := range names { // sorted, as a parsed lock is
 		lb := layerBlob(t, n, "print('"+n+"')\n")
 		blobs = append(blobs, lb)
-		l.Packages = append(l.Packages, lock.Package{Name: n, Version: "1.0", Filename: lb.Title, URL: "https://index.invalid/" + lb.Title,
+		l.Packages = append(l.Packages, lock.Package{Name: n, Version: "1.0", Filename: lb.Wheel, URL: "https://index.invalid/" + lb.Wheel,
 			SHA256: lb.WheelSHA256, Size: 1, RequiredBy: []string{lock.Requested}})
 	}
 	canon, err := l.Content() // what oci.LayerArtifact puts in the config
@@ -323,7 +323,11 @@ func TestCheckConsistent(t *testing.T) {
 		{"a blob too few", mk(func(m *v1.Manifest) { m.Layers = m.Layers[:1] }), a.Config, "1 layer blobs for the 2 wheels"},
 		{"blobs swapped", mk(func(m *v1.Manifest) { m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0] }), a.Config, "layer blob 0 is beta"},
 		{"wheel hash", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[oci.AnnotationWheelSHA256] = strings.Repeat("f", 64) }), a.Config, "layer blob 1"},
-		{"wheel title", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[v1.AnnotationTitle] = "evil-1.0-py3-none-any.whl" }), a.Config, "evil"},
+		{"wheel filename", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[oci.AnnotationWheelFilename] = "evil-1.0-py3-none-any.whl" }), a.Config, "evil"},
+		{"legacy wheel title", mk(func(m *v1.Manifest) {
+			delete(m.Layers[1].Annotations, oci.AnnotationWheelFilename)
+			m.Layers[1].Annotations[v1.AnnotationTitle] = "evil-1.0-py3-none-any.whl"
+		}), a.Config, "evil"},
 		{"config not a lock", mk(nil), []byte(`{"lock":"test"}`), "invalid lock"},
 		{"not pylayer", mk(func(m *v1.Manifest) { m.ArtifactType = "application/x" }), a.Config, "not a pylayer artifact"},
 		{"config media type", mk(func(m *v1.Manifest) { m.Config.MediaType = "application/json" }), a.Config, "its config is a"},

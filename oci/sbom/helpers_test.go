@@ -89,7 +89,7 @@ func layerArtifact(t testing.TB, wheels ...testWheel) (oci.Artifact, []byte) {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
-		a.Layers = append(a.Layers, oci.LayerBlob{Path: blob, Desc: desc, Title: p.Filename, WheelSHA256: p.SHA256})
+		a.Layers = append(a.Layers, oci.LayerBlob{Path: blob, Desc: desc, Title: oci.BlobTitle(p.Filename), Wheel: p.Filename, WheelSHA256: p.SHA256})
 	}
 	m, _, err := a.Manifest()
 	if err != nil {

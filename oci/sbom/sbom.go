@@ -61,7 +61,7 @@ const readers = 4
 // gives the same bytes wherever and whenever it is described: the document is named
 // after the artifact's tag (<kind>-<key>, cpython-<version>-<key>) and its namespace
 // after the manifest digest; the creation time is the manifest's
-// org.opencontainers.image.created (oci.CreatedEpoch for every pylayer artifact), the
+// org.opencontainers.image.created (the newest wheel's time, or SOURCE_DATE_EPOCH), the
 // Unix epoch if it has none; download locations are NOASSERTION, since the lock in the
 // config keeps no index URL. The bytes are compact JSON with object keys sorted, the
 // form sign.NewStatement carries unchanged.
@@ -147,8 +147,8 @@ func layerDocument(ctx context.Context, m *v1.Manifest, config []byte, subject d
 	}
 	for i, ly := range m.Layers {
 		p := l.Packages[i]
-		if ly.Annotations[oci.AnnotationWheelSHA256] != p.SHA256 || ly.Annotations[v1.AnnotationTitle] != p.Filename {
-			return nil, fmt.Errorf("%w: layer blob %d is %s, its lock says %s", ErrInvalid, i, ly.Annotations[v1.AnnotationTitle], p.Filename)
+		if ly.Annotations[oci.AnnotationWheelSHA256] != p.SHA256 || oci.LayerWheel(ly) != p.Filename {
+			return nil, fmt.Errorf("%w: layer blob %d is %s, its lock says %s", ErrInvalid, i, oci.LayerWheel(ly), p.Filename)
 		}
 	}
 	if blobs == nil {

@@ -287,7 +287,7 @@ func pushSubject(t *testing.T, s Store, seed string) v1.Descriptor {
 	a := oci.Artifact{
 		ArtifactType: oci.ArtifactTypeLayer,
 		Config:       cfg,
-		Layers:       []oci.LayerBlob{{Desc: ld, Title: "pkg-1.0-py3-none-any.whl", WheelSHA256: hex.EncodeToString(make([]byte, 32))}},
+		Layers:       []oci.LayerBlob{{Desc: ld, Title: oci.BlobTitle("pkg-1.0-py3-none-any.whl"), Wheel: "pkg-1.0-py3-none-any.whl", WheelSHA256: hex.EncodeToString(make([]byte, 32))}},
 		Annotations:  map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: seed},
 	}
 	mb, md, err := a.Manifest()

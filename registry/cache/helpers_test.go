@@ -123,7 +123,7 @@ func artifact(t testing.TB, key string, wheels ...wheel) fixture {
 		b, desc := tarTree(t, w.files)
 		blobs[desc.Digest] = b
 		sum := sha256.Sum256([]byte(w.title))
-		lbs = append(lbs, oci.LayerBlob{Desc: desc, Title: w.title, WheelSHA256: hex.EncodeToString(sum[:])})
+		lbs = append(lbs, oci.LayerBlob{Desc: desc, Title: oci.BlobTitle(w.title), Wheel: w.title, WheelSHA256: hex.EncodeToString(sum[:])})
 	}
 	return rawArtifact(t, key, blobs, lbs)
 }
@@ -152,11 +152,15 @@ func rawArtifact(t testing.TB, key string, blobs map[digest.Digest][]byte, lbs [
 func blobOf(t testing.TB, title string, b []byte) (map[digest.Digest][]byte, []oci.LayerBlob) {
 	d := digest.FromBytes(b)
 	sum := sha256.Sum256([]byte(title))
-	return map[digest.Digest][]byte{d: b}, []oci.LayerBlob{{
+	lb := oci.LayerBlob{
 		Desc:        v1.Descriptor{MediaType: oci.MediaTypeLayer, Digest: d, Size: int64(len(b))},
 		Title:       title,
 		WheelSHA256: hex.EncodeToString(sum[:]),
-	}}
+	}
+	if strings.HasSuffix(title, ".whl") {
+		lb.Title, lb.Wheel = oci.BlobTitle(title), title
+	}
+	return map[digest.Digest][]byte{d: b}, []oci.LayerBlob{lb}
 }
 
 // entry is one raw tar entry for hand-built archives.

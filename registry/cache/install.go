@@ -166,8 +166,11 @@ func (c *Cache) checkManifest(md digest.Digest, b []byte) (*v1.Manifest, error) 
 	return m, nil
 }
 
-// titleOf names a layer blob for humans: its wheel filename, else its digest.
+// titleOf names a layer blob for humans: its wheel filename, else its title, else its digest.
 func titleOf(l v1.Descriptor) string {
+	if w := oci.LayerWheel(l); w != "" {
+		return w
+	}
 	if t := l.Annotations[v1.AnnotationTitle]; t != "" {
 		return t
 	}

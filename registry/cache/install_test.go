@@ -69,7 +69,7 @@ func TestInstall(t *testing.T) {
 			}
 			var tree string
 			for _, l := range fx.layers {
-				if l.Annotations[v1.AnnotationTitle] == w.title {
+				if oci.LayerWheel(l) == w.title {
 					tree = c.treeDir(l.Digest.Encoded())
 				}
 			}

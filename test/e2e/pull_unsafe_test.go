@@ -75,7 +75,8 @@ func unsafeLayer(ctx context.Context, t *testing.T, r *registrytest.Registry, lo
 		Layers: []oci.LayerBlob{{
 			Path:        blob,
 			Desc:        v1.Descriptor{MediaType: oci.MediaTypeLayer, Digest: digest.FromBytes(buf.Bytes()), Size: int64(buf.Len())},
-			Title:       l.Packages[0].Filename,
+			Title:       oci.BlobTitle(l.Packages[0].Filename),
+			Wheel:       l.Packages[0].Filename,
 			WheelSHA256: l.Packages[0].SHA256,
 		}},
 		Annotations: map[string]string{oci.AnnotationKind: string(l.Kind), oci.AnnotationKey: key},

@@ -80,9 +80,18 @@ func TestPublishPullRegistry(t *testing.T) {
 		if m.ArtifactType != "application/vnd.pylayer.layer.v1" || len(m.Layers) != len(officeSet) {
 			t.Fatalf("crane manifest: artifactType %q, %d layers; want application/vnd.pylayer.layer.v1 with %d", m.ArtifactType, len(m.Layers), len(officeSet))
 		}
+		// Created comes from content (the newest wheel's zip times; the fixture's are the
+		// zip format's 1980 epoch), not the clock and not 1970.
+		if c := m.Annotations[v1.AnnotationCreated]; c != "1980-01-01T00:00:00Z" {
+			t.Errorf("created = %q, want the newest wheel's time 1980-01-01T00:00:00Z", c)
+		}
 		for _, l := range m.Layers {
-			if l.MediaType != v1.MediaTypeImageLayerGzip || !strings.HasSuffix(l.Annotations[v1.AnnotationTitle], ".whl") || len(l.Annotations["dev.pylayer.wheel.sha256"]) != 64 {
-				t.Errorf("layer %+v: want a gzip tar annotated with its wheel's filename and sha256", l)
+			// Titled as what the blob is (oras pull writes it under its title), the wheel
+			// named beside it.
+			whl := l.Annotations["dev.pylayer.wheel.filename"]
+			if l.MediaType != v1.MediaTypeImageLayerGzip || !strings.HasSuffix(whl, ".whl") ||
+				l.Annotations[v1.AnnotationTitle] != strings.TrimSuffix(whl, ".whl")+".tar.gz" || len(l.Annotations["dev.pylayer.wheel.sha256"]) != 64 {
+				t.Errorf("layer %+v: want a gzip tar titled <wheel>.tar.gz, annotated with its wheel's filename and sha256", l)
 			}
 		}
 		if tagged := mustTool(ctx, t, r, "crane", "digest", repo+":current"); strings.TrimSpace(tagged) != p.Digest {

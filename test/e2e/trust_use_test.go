@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry"
 	registrytest "github.com/pylayer/pylayer/test/registry"
@@ -179,9 +180,9 @@ func trustInconsistent(ctx context.Context, t *testing.T, r *registrytest.Regist
 	office := ci.publish(ctx, t, officeLock, r.Ref(path), priv, "--ca-file", r.CAFile)
 	other := ci.publish(ctx, t, wheelLock, r.Ref(path), priv, "--ca-file", r.CAFile)
 	m := registryManifest(ctx, t, r, path, office.Digest)
-	swapped := m.Layers[len(m.Layers)-1].Annotations[v1.AnnotationTitle]
+	swapped := oci.LayerWheel(m.Layers[len(m.Layers)-1])
 	m.Layers[len(m.Layers)-1] = registryManifest(ctx, t, r, path, other.Digest).Layers[0]
-	evil := m.Layers[len(m.Layers)-1].Annotations[v1.AnnotationTitle]
+	evil := oci.LayerWheel(m.Layers[len(m.Layers)-1])
 	raw, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)
