@@ -323,7 +323,9 @@ func TestCheckConsistent(t *testing.T) {
 		{"a blob too few", mk(func(m *v1.Manifest) { m.Layers = m.Layers[:1] }), a.Config, "1 layer blobs for the 2 wheels"},
 		{"blobs swapped", mk(func(m *v1.Manifest) { m.Layers[0], m.Layers[1] = m.Layers[1], m.Layers[0] }), a.Config, "layer blob 0 is beta"},
 		{"wheel hash", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[oci.AnnotationWheelSHA256] = strings.Repeat("f", 64) }), a.Config, "layer blob 1"},
-		{"wheel filename", mk(func(m *v1.Manifest) { m.Layers[1].Annotations[oci.AnnotationWheelFilename] = "evil-1.0-py3-none-any.whl" }), a.Config, "evil"},
+		{"wheel filename", mk(func(m *v1.Manifest) {
+			m.Layers[1].Annotations[oci.AnnotationWheelFilename] = "evil-1.0-py3-none-any.whl"
+		}), a.Config, "evil"},
 		{"legacy wheel title", mk(func(m *v1.Manifest) {
 			delete(m.Layers[1].Annotations, oci.AnnotationWheelFilename)
 			m.Layers[1].Annotations[v1.AnnotationTitle] = "evil-1.0-py3-none-any.whl"
