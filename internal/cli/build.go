@@ -1,12 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"sort"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/layers/build"
+	"github.com/pylayer/pylayer/layers/native"
 	"github.com/pylayer/pylayer/oci"
 )
 
@@ -44,6 +50,30 @@ type buildResult struct {
 	Key    string `json:"key"`
 	Layout string `json:"layout"`
 	Built  bool   `json:"built"` // false when the layout already had this key
+	// Warnings name each wheel whose compiled code needs shared libraries that are
+	// neither in the wheel nor on the target platform's allow-list (printed on stderr too).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// nativeWarnings makes b's builds say, on stderr and in the returned list (complete once
+// the build returns), which wheels need shared libraries that a session will not have.
+func nativeWarnings(cmd *cobra.Command, b *build.Builder) func() []string {
+	var mu sync.Mutex
+	var out []string
+	b.Options.NativeMissing = func(_ context.Context, t build.Tree, r *native.Report) error {
+		msg := build.NativeMessage(t.Package.Filename, r)
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, msg)
+		fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+msg)
+		return nil
+	}
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		sort.Strings(out)
+		return out
+	}
 }
 
 func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) error {
@@ -68,6 +98,7 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 			return g.print(cmd.OutOrStdout(), res, res.Digest)
 		}
 	}
+	warnings := nativeWarnings(cmd, b)
 	a, err := oci.LayerArtifact(ctx, b, l)
 	if err != nil {
 		return err
@@ -76,6 +107,6 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 	if err != nil {
 		return err
 	}
-	res.Digest, res.Built = desc.Digest.String(), true
+	res.Digest, res.Built, res.Warnings = desc.Digest.String(), true, warnings()
 	return g.print(cmd.OutOrStdout(), res, res.Digest)
 }

@@ -67,6 +67,8 @@ type publishResult struct {
 	// Attestation is the digest of the manifest tagged sha256-<hex>.att that holds the
 	// signed SPDX SBOM (pylayer sbom REF prints it).
 	Attestation string `json:"attestation"`
+	// Warnings are a build's (see buildResult): none when the repository had the layer.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
@@ -87,12 +89,13 @@ func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string
 	if err != nil {
 		return err
 	}
+	warnings := nativeWarnings(cmd, b)
 	res, err := publishArtifact(cmd, &f.regFlags, f.repo, signer, f.key, tag, f.tags,
 		func() (oci.Artifact, error) { return oci.LayerArtifact(ctx, b, l) })
 	if err != nil {
 		return err
 	}
-	res.Key = key
+	res.Key, res.Warnings = key, warnings()
 	return g.print(cmd.OutOrStdout(), res, res.Ref)
 }
 

@@ -1,0 +1,55 @@
+package cli
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pylayer/pylayer/test/fixture"
+)
+
+// TestBuildWarnsNative: a wheel whose extension module needs a library it does not
+// vendor builds, with a warning naming the wheel, the soname and the file on stderr and
+// in --json.
+func TestBuildWarnsNative(t *testing.T) {
+	e := newEnv(t)
+	var lib []byte
+	for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64"} {
+		if b, err := os.ReadFile(filepath.Join(d, "libssl.so.3")); err == nil {
+			lib = b
+			break
+		}
+	}
+	if lib == nil {
+		t.Fatal("no libssl.so.3 on this host: the test packs a real host library into a wheel")
+	}
+	idx := t.TempDir()
+	w := fixture.Wheel{Name: "needy", Version: "1.0", Files: []fixture.File{{Path: "needy/_ext.so", Data: lib}}}
+	if _, err := w.Write(idx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(fixture.PlainIndex(idx))
+	t.Cleanup(srv.Close)
+	e.must(nil, args("lock", "needy", "--index-url", srv.URL+"/simple/", tgtFlags, "-o", e.path("n.lock.json"))...)
+	want := w.Filename() + " needs libcrypto.so.3 (by site-packages/needy/_ext.so), which is neither in the wheel nor on the manylinux_2_28 allow-list"
+	stdout, stderr, err := e.run("build", e.path("n.lock.json"), "-o", "oci:"+e.path("layout"), "--json")
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, stderr)
+	}
+	if !strings.Contains(stderr, "warning: "+want) {
+		t.Errorf("stderr %q lacks the warning %q", stderr, want)
+	}
+	var res struct {
+		Built    bool
+		Warnings []string
+	}
+	if err := json.Unmarshal([]byte(stdout), &res); err != nil {
+		t.Fatal(err)
+	}
+	if !res.Built || len(res.Warnings) != 1 || res.Warnings[0] != want {
+		t.Errorf("build --json: %+v, want built with the warning %q", res, want)
+	}
+}
