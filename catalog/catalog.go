@@ -30,7 +30,21 @@ type Catalog struct {
 	Deny          []string `json:"deny,omitempty" yaml:"deny,omitempty"`                       // project names, normalized on load
 	MaxWheelBytes int64    `json:"max_wheel_bytes,omitempty" yaml:"max_wheel_bytes,omitempty"` // 0 = no cap
 	MaxLayerBytes int64    `json:"max_layer_bytes,omitempty" yaml:"max_layer_bytes,omitempty"` // 0 = no cap
+	// Native says what a wheel whose compiled code needs shared libraries that are
+	// neither in the wheel nor on the target platform's allow-list (layers/native)
+	// gets: NativeWarn (or "") builds it with a warning, NativeRefuse rejects the request.
+	Native string `json:"native,omitempty" yaml:"native,omitempty"`
 }
+
+// The values of Catalog.Native.
+const (
+	NativeWarn   = "warn"
+	NativeRefuse = "refuse"
+)
+
+// RefusesNative reports whether requests for wheels that need libraries a session
+// lacks are rejected, so that the caller must check the wheels (Package.Native) first.
+func (c *Catalog) RefusesNative() bool { return c != nil && c.Native == NativeRefuse }
 
 // Default is the catalog used when none is configured: an empty allowlist
 // (every request waits for a human), nothing denied, no caps.
@@ -80,6 +94,9 @@ func (c *Catalog) Validate() error {
 	}
 	if c.MaxWheelBytes < 0 {
 		return bad("max_wheel_bytes", "%d is negative; use 0 for no cap", c.MaxWheelBytes)
+	}
+	if c.Native != "" && c.Native != NativeWarn && c.Native != NativeRefuse {
+		return bad("native", "%q is not a policy; use %q (build with a warning) or %q (reject the request)", c.Native, NativeWarn, NativeRefuse)
 	}
 	if c.MaxLayerBytes < 0 {
 		return bad("max_layer_bytes", "%d is negative; use 0 for no cap", c.MaxLayerBytes)

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pylayer/pylayer/layers/native"
 	"github.com/pylayer/pylayer/layers/pep440"
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/layers/resolve"
@@ -29,6 +30,9 @@ type Package struct {
 	Filename string // the wheel's file name; must match Name and Version
 	SHA256   string // hex digest of the wheel file
 	Size     int64  // bytes of the wheel file; 0 = unknown
+	// Native is what layers/native found in the wheel's tree for the target platform;
+	// nil when it was not checked. The caller checks when RefusesNative says so.
+	Native *native.Report
 }
 
 // Request is a package request after resolution, as the broker saw it.
@@ -192,6 +196,9 @@ func (c *Catalog) rejections(r Request) findings {
 		}
 		seen[key] = true
 		deny(p.Name)
+		if c.RefusesNative() && p.Native != nil && len(p.Native.Missing) > 0 {
+			rej.add(p.Name, "%s %s", p.Filename, p.Native.Summary())
+		}
 	}
 	return rej
 }

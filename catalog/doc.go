@@ -21,6 +21,10 @@
 //     pre-release, so pre-releases need a human unless explicitly allowed.
 //   - A cap that is set cannot be checked against a wheel of unknown size
 //     (Size 0); such a wheel waits for a human instead of slipping through.
+//   - A wheel whose compiled code needs shared libraries that are neither in
+//     the wheel nor on the target platform's allow-list is built with a
+//     warning, unless the catalog says native: refuse; then the request is
+//     rejected with the wheel, the sonames and the files named.
 //   - A malformed request (invalid name or version, a file that is not a
 //     wheel or does not match its package, a bad sha256, duplicate names) is
 //     rejected: nothing is auto-approved on data that does not add up.

@@ -128,7 +128,7 @@ func parseYAML(data []byte) (*Catalog, error) {
 // The exact keys a JSON catalog may use. encoding/json alone would accept
 // "DENY" for "deny" and let a repeated key silently replace the first.
 var (
-	topKeys  = map[string]bool{"base": true, "allow": true, "deny": true, "max_wheel_bytes": true, "max_layer_bytes": true}
+	topKeys  = map[string]bool{"base": true, "allow": true, "deny": true, "max_wheel_bytes": true, "max_layer_bytes": true, "native": true}
 	ruleKeys = map[string]bool{"name": true, "spec": true}
 )
 
