@@ -11,7 +11,10 @@ export PYLAYER_TOOLS := $(TOOLS)
 # Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download,
 # PostgreSQL's server binaries (the broker's store tests start their own server, no service).
 DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
-            python3.11-venv docker-registry bubblewrap chromium chromium-driver postgresql
+            python3.11-venv docker-registry bubblewrap chromium chromium-driver postgresql \
+            patchelf fonts-dejavu-core fontconfig libblas3 liblapack3 libgfortran5 libimagequant0 libraqm0 \
+            libwebp7 libwebpdemux2 libwebpmux3 libtiff6 libjpeg62-turbo libopenjp2-7 liblcms2-2 libfreetype6 \
+            libxcb1 libqhull-r8.0 libssl3 libffi8 libxml2 libxslt1.1 zlib1g
 
 .PHONY: all build deps tools test unit lint fuzz demo bench clean
 

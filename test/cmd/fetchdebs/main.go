@@ -1,5 +1,5 @@
 // Command fetchdebs downloads the Debian .deb files that the test fixtures repack (Debian's
-// python3.11 prefix, the office set) into the fixtures' cache, with apt-get download. `make
+// python3.11 prefix, the office set, the curated base) into the fixtures' cache, with apt-get download. `make
 // deps` runs it, so that no test and no demo ever fetches or installs anything itself.
 //
 //	go run ./test/cmd/fetchdebs [-cache DIR] [PACKAGE ...]

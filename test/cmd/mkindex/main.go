@@ -1,9 +1,12 @@
 // Command mkindex writes a local package index directory for demos, benchmarks and manual
 // runs of pylayer index serve: Debian's real pip, setuptools and wheel wheels, the office set
 // repacked from Debian (python-docx, openpyxl, XlsxWriter, lxml, et_xmlfile) and, with
-// -corpus, the generated resolution corpus of test/fixture.
+// -corpus, the generated resolution corpus of test/fixture. With -curated it writes the
+// whole curated base instead of the office set (fixture.RepackCurated: numpy, matplotlib,
+// Pillow, reportlab, pypdf, Markdown, pdfminer.six and their dependencies, the office set
+// among them, with their shared libraries vendored).
 //
-//	go run ./test/cmd/mkindex -out DIR [-corpus] [-office=false] [-debian=false] [-cache DIR]
+//	go run ./test/cmd/mkindex -out DIR [-corpus] [-curated] [-office=false] [-debian=false] [-cache DIR]
 //
 // It needs apt-get and dpkg (Debian 12) and root to install the *-whl packages. On success
 // it prints every distribution file in DIR, one path a line, and nothing else.
@@ -38,13 +41,14 @@ func run(ctx context.Context, args []string) error {
 	out := fs.String("out", "", "index directory to write (created if missing)")
 	corpus := fs.Bool("corpus", false, "also write the generated resolution corpus")
 	office := fs.Bool("office", true, "write the office set repacked from Debian")
+	curated := fs.Bool("curated", false, "write the curated base repacked from Debian (the office set included, its lxml vendored)")
 	debian := fs.Bool("debian", true, "write Debian's pip, setuptools and wheel wheels")
 	cache := fs.String("cache", fixture.DebCache(), "where `make deps` keeps the .deb files ($PYLAYER_DEBS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *out == "" || fs.NArg() > 0 {
-		return errors.New("usage: mkindex -out DIR [-corpus] [-office=false] [-debian=false] [-cache DIR]")
+		return errors.New("usage: mkindex -out DIR [-corpus] [-curated] [-office=false] [-debian=false] [-cache DIR]")
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return fmt.Errorf("creating %s: %w", *out, err)
@@ -54,7 +58,13 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if *office {
+	switch {
+	case *curated:
+		// A superset of the office set, under the same file names.
+		if _, err := fixture.RepackCurated(ctx, *cache, *out); err != nil {
+			return err
+		}
+	case *office:
 		if _, err := fixture.RepackDebian(ctx, *cache, *out); err != nil {
 			return err
 		}
