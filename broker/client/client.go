@@ -104,8 +104,9 @@ func (e *Error) Error() string {
 	return s
 }
 
-// Is matches the broker's sentinels by status: 404 ErrNotFound, 409 ErrConflict, 400
-// ErrInvalid, 503 ErrUnavailable.
+// Is matches the broker's sentinels by status: 404 ErrNotFound, 409 ErrConflict (and
+// ErrBusy from a session's exec, shell or files), 413 ErrTooLarge, 400 ErrInvalid, 503
+// ErrUnavailable.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case broker.ErrNotFound:
@@ -116,6 +117,10 @@ func (e *Error) Is(target error) bool {
 		return e.Status == http.StatusBadRequest
 	case broker.ErrUnavailable:
 		return e.Status == http.StatusServiceUnavailable
+	case broker.ErrBusy:
+		return e.Status == http.StatusConflict && executorEndpoint(e.Endpoint)
+	case broker.ErrTooLarge:
+		return e.Status == http.StatusRequestEntityTooLarge
 	}
 	return false
 }
@@ -123,6 +128,26 @@ func (e *Error) Is(target error) bool {
 // call is one exchange: method on path (with query), body sent as ctype, the answer
 // decoded into out unless it is nil. endpoint names the route for errors and observers.
 func (c *Client) call(ctx context.Context, endpoint, path string, q url.Values, ctype string, body io.Reader, extra time.Duration, out any) error {
+	return c.stream(ctx, endpoint, path, q, ctype, "application/json", body, extra, func(resp *http.Response) error {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+		if err != nil {
+			return fmt.Errorf("broker: %s: reading the answer: %w", endpoint, err)
+		}
+		if len(b) > maxAnswer {
+			return fmt.Errorf("broker: %s: answer larger than %d bytes", endpoint, maxAnswer)
+		}
+		if out != nil {
+			if err := json.Unmarshal(b, out); err != nil {
+				return fmt.Errorf("broker: %s: decoding the answer: %w", endpoint, err)
+			}
+		}
+		return nil
+	})
+}
+
+// stream is call with the answer read by read, as it comes, while the call's deadline
+// holds: read gets every 2xx answer; any other is an *Error.
+func (c *Client) stream(ctx context.Context, endpoint, path string, q url.Values, ctype, accept string, body io.Reader, extra time.Duration, read func(*http.Response) error) error {
 	method, _, _ := strings.Cut(endpoint, " ")
 	u := *c.base
 	u.Path += path
@@ -136,7 +161,7 @@ func (c *Client) call(ctx context.Context, endpoint, path string, q url.Values, 
 	if ctype != "" {
 		req.Header.Set("Content-Type", ctype)
 	}
-	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Accept", accept)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
@@ -153,14 +178,11 @@ func (c *Client) call(ctx context.Context, endpoint, path string, q url.Values, 
 	}
 	defer resp.Body.Close()
 	status = resp.StatusCode
-	b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
-	if err != nil {
-		return fmt.Errorf("broker: %s: reading the answer: %w", endpoint, err)
-	}
-	if len(b) > maxAnswer {
-		return fmt.Errorf("broker: %s: answer larger than %d bytes", endpoint, maxAnswer)
-	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer+1))
+		if err != nil {
+			return fmt.Errorf("broker: %s: %d: reading the answer: %w", endpoint, resp.StatusCode, err)
+		}
 		e := &Error{Method: method, Endpoint: endpoint, Status: resp.StatusCode}
 		if json.Unmarshal(b, e) != nil || e.Message == "" {
 			e.Message = strings.TrimSpace(string(bytes.ToValidUTF8(b[:min(len(b), 512)], nil)))
@@ -170,12 +192,7 @@ func (c *Client) call(ctx context.Context, endpoint, path string, q url.Values, 
 		}
 		return e
 	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("broker: %s: decoding the answer: %w", endpoint, err)
-		}
-	}
-	return nil
+	return read(resp)
 }
 
 // callJSON sends in (nil: no body) as JSON.
