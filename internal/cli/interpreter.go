@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
@@ -51,13 +52,21 @@ and the prefix's tree digest) is attached as an attestation signed by the same k
 				return err
 			}
 			defer os.RemoveAll(tmp)
-			// For a prefix directory, probe first: the tag follows from the config, and packing
-			// the whole prefix (tens of MB) is only needed when the repository lacks that tag.
-			// A tarball has to be extracted to be probed, so it is packed up front.
+			// For a prefix directory, compile its stdlib's missing .pyc (into a copy) and probe
+			// first: the tag follows from the config, and packing the whole prefix (tens of MB)
+			// is only needed when the repository lacks that tag. A tarball has to be extracted
+			// to be probed, so it is packed up front.
 			var cfg interp.Config
 			var packed *oci.Artifact
+			prefix := args[0]
 			if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
-				if cfg, err = interp.Probe(cmd.Context(), args[0]); err != nil {
+				b, err := interp.Compile(cmd.Context(), args[0], tmp)
+				if err != nil {
+					return err
+				}
+				prefix = b.Dir
+				logctx.From(cmd.Context()).Debug("standard library bytecode", "compiled", b.Compiled, "kept", b.Kept, "skipped", b.Skipped)
+				if cfg, err = interp.Probe(cmd.Context(), prefix); err != nil {
 					return err
 				}
 			} else {
@@ -76,7 +85,7 @@ and the prefix's tree digest) is attached as an attestation signed by the same k
 					return *packed, nil
 				}
 				// Pack what was probed: a prefix that changed since is refused by its tree digest.
-				return interp.Pack(cmd.Context(), args[0], cfg, tmp)
+				return interp.Pack(cmd.Context(), prefix, cfg, tmp)
 			})
 			if err != nil {
 				return err

@@ -22,7 +22,9 @@ const KindPython = "python"
 // directory python/), which is first unpacked safely (see ErrUnsafeTarball,
 // DefaultLimits) into a new directory under workDir.
 //
-// The interpreter is probed once (Probe, which also digests the tree into
+// The standard library's missing .pyc are compiled first (Compile: into a copy of
+// a prefix directory, into the unpacked tarball), then the interpreter is probed
+// once (Probe, which also digests the tree into
 // Config.Tree, so the key and tag follow from the prefix's bytes, not only its
 // version); the prefix is packed with
 // oci.TarTreeWith, symlinks inside the tree allowed, into ONE layer blob
@@ -54,7 +56,7 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 	if fi.IsDir() && within(workDir, input) {
 		return oci.Artifact{}, Config{}, fmt.Errorf("work directory %s is inside the prefix: choose one outside it", workDir)
 	}
-	prefix, source := input, SourcePrefix
+	prefix, source, private := input, SourcePrefix, false
 	if !fi.IsDir() {
 		if !fi.Mode().IsRegular() {
 			return oci.Artifact{}, Config{}, fmt.Errorf("not a directory or a regular file")
@@ -66,8 +68,14 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 		if prefix, err = unpackTarball(ctx, input, workDir); err != nil {
 			return oci.Artifact{}, Config{}, err
 		}
-		source = base
+		source, private = base, true
 	}
+	// The stdlib's .pyc first: the key is the digest of the tree packed, .pyc included.
+	b, err := compileStdlib(ctx, prefix, workDir, !private)
+	if err != nil {
+		return oci.Artifact{}, Config{}, fmt.Errorf("compiling the standard library: %w", err)
+	}
+	prefix = b.Dir
 	c, err := Probe(ctx, prefix)
 	if err != nil {
 		return oci.Artifact{}, Config{}, err
@@ -79,7 +87,9 @@ func artifact(ctx context.Context, input, workDir string) (oci.Artifact, Config,
 
 // Pack builds the artifact of a prefix directory that Probe already described as c,
 // without probing it again: the prefix is read once more, to pack it, and refused if
-// its bytes are no longer the ones c names (Config.Tree). See Artifact.
+// its bytes are no longer the ones c names (Config.Tree). See Artifact. Pack packs the
+// prefix as it is: give it, and Probe, Compile's Bytecode.Dir so that the artifact
+// carries its standard library compiled, as Artifact's does.
 func Pack(ctx context.Context, prefix string, c Config, workDir string) (oci.Artifact, error) {
 	if fi, err := os.Stat(workDir); err != nil || !fi.IsDir() {
 		return oci.Artifact{}, fmt.Errorf("building the interpreter artifact of %s: work directory %s must be an existing directory", prefix, workDir)

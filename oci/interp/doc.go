@@ -14,12 +14,18 @@
 // -B and never writes into the prefix; nor does building layers with it
 // (layers/wheel compiles .pyc into the layer's own tree).
 //
+// The tree packed carries its standard library compiled (Compile): a prefix whose
+// stdlib lacks .pyc (Debian's) or has timestamp-based ones, stale once packed with
+// mtime 0, gets unchecked-hash .pyc compiled at build time by its own interpreter
+// with layers/wheel's Compiler, reproducibly, into a copy of the prefix; the key
+// names that compiled tree. Hash-based .pyc a prefix ships are kept.
+//
 // Tarballs are unpacked by oci/untar, the extractor the host cache unpacks layers
 // with, under the same rules (no absolute paths or "..", no links leaving the
 // tree, no devices, no setuid bits, no duplicates, bounded PAX records and
 // sizes), with what a prefix needs besides: symlinks and hardlinks inside it.
 //
-// This package may use oci, oci/untar, internal/fsx and layers/target. It must never import the
+// This package may use oci, oci/untar, internal/fsx, layers/target and layers/wheel. It must never import the
 // registry client or cache, the broker, the sandbox, the catalog or the CLI.
 // It never prints and never logs.
 package interp

@@ -1,10 +1,12 @@
 package interp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -176,7 +178,8 @@ func TestArtifactEntries(t *testing.T) {
 	has := map[string]bool{}
 	for i, e := range ents {
 		has[e] = true
-		if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "./") || strings.HasPrefix(e, "python/") || strings.Contains(e, "__pycache__") {
+		if strings.HasPrefix(e, "/") || strings.HasPrefix(e, "./") || strings.HasPrefix(e, "python/") ||
+			strings.Contains(e, "__pycache__") && !strings.HasPrefix(e, "lib/python3.11/") {
 			t.Errorf("entry %q", e)
 		}
 		if i > 0 && ents[i-1] >= e {
@@ -190,8 +193,75 @@ func TestArtifactEntries(t *testing.T) {
 			t.Errorf("blob lacks %q", e)
 		}
 	}
-	if len(ents) != len(listTree(t, debianPrefix(t)))-1 { // the root is no entry
-		t.Errorf("%d entries for %d paths", len(ents), len(listTree(t, debianPrefix(t)))-1)
+	var src int // what the prefix has, and the .pyc added
+	for _, e := range ents {
+		if !strings.Contains(e, "__pycache__") {
+			src++
+		}
+	}
+	if src != len(listTree(t, debianPrefix(t)))-1 { // the root is no entry
+		t.Errorf("%d entries besides the .pyc for %d paths", src, len(listTree(t, debianPrefix(t)))-1)
+	}
+}
+
+// TestArtifactStdlibCompiled: the artifact of Debian's prefix, which has no .pyc,
+// carries an unchecked-hash .pyc for every stdlib .py that compiles, named for its
+// path in the sandbox; the prefix itself still has none (TestArtifactReproducible:
+// two builds give the same bytes).
+func TestArtifactStdlibCompiled(t *testing.T) {
+	a, _, _ := builtPrefix(t)
+	const lib = "lib/python3.11/"
+	var pys int
+	pycs := map[string][]byte{}
+	err := eachBlobFile(t, a.Layers[0].Path, func(name string, body []byte) {
+		switch {
+		case strings.HasSuffix(name, ".pyc"):
+			pycs[name] = body
+		case strings.HasPrefix(name, lib) && strings.HasSuffix(name, ".py"):
+			pys++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Compile is what the .pyc were made by: its count of sources skipped is the
+	// sources without one.
+	b, err := Compile(context.Background(), debianPrefix(t), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Kept != 0 || b.Compiled+b.Skipped != pys || len(pycs) != b.Compiled || b.Skipped > pys/20 {
+		t.Errorf("%d stdlib sources, %d .pyc in the artifact; Compile: %+v", pys, len(pycs), b)
+	}
+	t.Logf("%d stdlib sources: %d compiled, %d skipped", pys, b.Compiled, b.Skipped)
+	for name, body := range pycs {
+		dir, file := path.Split(name)
+		src := strings.TrimSuffix(dir, "__pycache__/") + strings.TrimSuffix(file, ".cpython-311.pyc") + ".py"
+		if !strings.HasPrefix(name, lib) || !strings.HasSuffix(dir, "/__pycache__/") || !strings.HasSuffix(file, ".cpython-311.pyc") {
+			t.Errorf("unexpected .pyc %s", name)
+			continue
+		}
+		if len(body) < 16 || body[4] != 1 || body[5]|body[6]|body[7] != 0 {
+			t.Errorf("%s: not an unchecked-hash .pyc (flags % x)", name, body[4:8])
+		}
+		if !bytes.Contains(body, []byte(MountPath+"/"+src)) {
+			t.Errorf("%s does not name %s", name, MountPath+"/"+src)
+		}
+	}
+	for _, want := range []string{"json/__init__", "re/__init__", "subprocess", "email/parser", "os", "site"} {
+		dir, file := path.Split(want)
+		if _, ok := pycs[lib+dir+"__pycache__/"+file+".cpython-311.pyc"]; !ok {
+			t.Errorf("no .pyc for %s", want)
+		}
+	}
+	var inPrefix int
+	for _, p := range listTree(t, debianPrefix(t)) {
+		if strings.HasSuffix(p, ".pyc") {
+			inPrefix++
+		}
+	}
+	if inPrefix != 0 {
+		t.Errorf("the prefix has %d .pyc: the build wrote into it", inPrefix)
 	}
 }
 
@@ -249,8 +319,10 @@ func TestArtifactNamedByBytes(t *testing.T) {
 	if c2.Version != c1.Version || !slices.Equal(c2.Tags, c1.Tags) {
 		t.Fatalf("the copy probes as %s, the original as %s", c2.Version, c1.Version)
 	}
-	if c2.Tree != before.String() {
-		t.Errorf("config tree %s, the prefix digests to %s", c2.Tree, before)
+	if b, err := Compile(ctx, other, t.TempDir()); err != nil {
+		t.Fatal(err)
+	} else if tree, err := oci.TreeDigest(ctx, b.Dir, oci.TarTreeOptions{AllowSymlinks: true}); err != nil || c2.Tree != tree.String() {
+		t.Errorf("config tree %s, the compiled prefix digests to %s (%v)", c2.Tree, tree, err)
 	}
 	if after, err := oci.TreeDigest(ctx, other, oci.TarTreeOptions{AllowSymlinks: true}); err != nil || after != before {
 		t.Errorf("building the artifact changed the prefix: %s before, %s after (%v)", before, after, err)
@@ -301,7 +373,12 @@ func cloneTree(src, dst string) error {
 // Artifact builds (which probes it itself); a config naming other bytes is refused.
 func TestPackMatchesArtifact(t *testing.T) {
 	_, c, d := builtPrefix(t)
-	a, err := Pack(context.Background(), debianPrefix(t), c, t.TempDir())
+	work := t.TempDir()
+	b, err := Compile(context.Background(), debianPrefix(t), work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := Pack(context.Background(), b.Dir, c, work)
 	if err != nil {
 		t.Fatal(err)
 	}
