@@ -41,6 +41,7 @@ func setup(t *testing.T, cat *catalog.Catalog) (*env, broker.Session) {
 		{Name: "foo", Version: "1.0"}, {Name: "foo", Version: "2.0"},
 		{Name: "bar", Version: "1.0", RequiresDist: []string{"foo"}},
 		{Name: "needs-foo2", Version: "1.0", RequiresDist: []string{"foo>=2"}},
+		needyWheel(t), // needs a shared library it does not vendor (native_test.go)
 	} {
 		if _, err := w.Write(idxDir); err != nil {
 			t.Fatal(err)

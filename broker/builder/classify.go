@@ -156,14 +156,18 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 	}
 	switch {
 	case rerr == nil:
-		creq.Packages = catalogPackages(l)
+		if creq.Packages, err = w.catalogPackages(ctx, l); err != nil {
+			return broker.Request{}, unavailable(err)
+		}
 	case isBaseConflict(rerr):
 		creq.ResolveErr = rerr
 		iso, err := w.lockFor(ctx, base, specs, up, true)
 		switch {
 		case err == nil:
 			creq.BaseConflict = true
-			creq.Packages = catalogPackages(iso)
+			if creq.Packages, err = w.catalogPackages(ctx, iso); err != nil {
+				return broker.Request{}, unavailable(err)
+			}
 		case !isOutcome(err):
 			return broker.Request{}, unavailable(err)
 		}
@@ -197,12 +201,25 @@ func isBaseConflict(err error) bool {
 	return errors.As(err, &ce) && len(ce.BasePins()) > 0
 }
 
-func catalogPackages(l *lock.Lock) []catalog.Package {
+// catalogPackages are l's packages as the catalog classifies them. When the catalog
+// refuses wheels that need shared libraries a session lacks, each wheel's tree is
+// installed now (the build reuses it) and checked for the lock's target platform.
+func (w *Worker) catalogPackages(ctx context.Context, l *lock.Lock) ([]catalog.Package, error) {
 	var out []catalog.Package
 	for _, p := range l.Packages {
-		out = append(out, catalog.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size})
+		cp := catalog.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size}
+		if w.cfg.Catalog.RefusesNative() {
+			t, err := w.cfg.Trees.Tree(ctx, p, l.Target.Python)
+			if err != nil {
+				return nil, err
+			}
+			if cp.Native, err = w.cfg.Trees.NativeReport(ctx, t, l.Target.Platform); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, cp)
 	}
-	return out
+	return out, nil
 }
 
 // lockFor resolves what a request adds: an ext lock (the delta over base, whose pins it
