@@ -14,12 +14,15 @@ import (
 
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/builder"
+	"github.com/pylayer/pylayer/broker/executor"
 	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/catalog"
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/sandbox"
 )
 
 type serveFlags struct {
@@ -31,6 +34,16 @@ type serveFlags struct {
 	quota                                                       broker.UploadQuota
 	lease                                                       time.Duration
 	auditRetention                                              retention
+	exec                                                        execFlags
+	sandboxFlags
+}
+
+// execFlags are the warm sessions' (broker/executor) on the host that runs them.
+type execFlags struct {
+	dir     string
+	idle    time.Duration
+	maxLive int
+	maxFile int64
 }
 
 func newServeCmd(g *globals) *cobra.Command {
@@ -73,8 +86,49 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.Int64Var(&f.maxUpload, "max-upload", broker.DefaultMaxUpload, "size of one uploaded wheel, in bytes")
 	fl.Int64Var(&f.quota.Bytes, "upload-quota-bytes", broker.DefaultQuotaBytes, "bytes of uploaded wheels one session holds at once")
 	fl.IntVar(&f.quota.Count, "upload-quota-count", broker.DefaultQuotaCount, "uploaded wheels one session holds at once")
+	fl.StringVar(&f.exec.dir, "sessions-dir", "", "directory of the warm sessions' workspaces, one per session, kept across restarts (default: beside --db; required with a PostgreSQL --db)")
+	fl.DurationVar(&f.exec.idle, "exec-idle", executor.DefaultIdleTimeout, "stop a session's warm Python process after it has been idle this long")
+	fl.IntVar(&f.exec.maxLive, "exec-max-live", executor.DefaultMaxLive, "warm session processes on this host at once; starting one more stops the longest idle (0: this broker runs no sessions)")
+	fl.Int64Var(&f.exec.maxFile, "exec-max-file", executor.DefaultMaxFile, "largest file written to a session's workspace through the API, in bytes")
+	f.sandboxFlags.register(cmd)
+	fl.MarkHidden("raw-output") // a server shows no session output on a terminal
 	fl.Var(&f.auditRetention, "audit-retention", "delete audit events older than this (90d, 720h; default off: keep every event); pruning runs hourly and is itself audited")
 	return cmd
+}
+
+// executor builds the manager of warm sessions on the sandboxes' limits and layers as
+// pylayer run has them; nil (the routes answer 501) when this host cannot run them.
+func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.Cache) (*executor.Manager, error) {
+	log := logctx.From(cmd.Context())
+	if f.exec.maxLive == 0 {
+		return nil, nil
+	}
+	if f.exec.dir == "" {
+		if !stores.LocalPath(f.db) {
+			log.Warn("sessions cannot run code: give --sessions-dir (with a PostgreSQL --db there is no default)")
+			return nil, nil
+		}
+		f.exec.dir = filepath.Join(filepath.Dir(f.db), "sessions")
+	}
+	bwrap, err := sandbox.FindBwrap()
+	if err != nil {
+		log.Warn("sessions cannot run code on this host", "err", err)
+		return nil, nil
+	}
+	lim, err := f.limits()
+	if err != nil {
+		return nil, err
+	}
+	ao := f.assembly(cmd, hc)
+	ao.Progress = nil // no progress bars from a server
+	ao.Warn = func(s string) { log.Warn(s) }
+	m, err := executor.New(executor.Options{Store: store, Repo: f.repo, Assembly: ao, Bwrap: bwrap, User: f.user,
+		Limits: lim, Root: f.exec.dir, IdleTimeout: f.exec.idle, MaxLive: f.exec.maxLive, MaxFile: f.exec.maxFile,
+		Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("--sessions-dir: %w", err)
+	}
+	return m, nil
 }
 
 // unconfigured is the classifier of a broker started without an index, repository or key.
@@ -154,6 +208,14 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 			return err
 		}
 		opts.Classifier, opts.Builder, opts.Rebaser, opts.SessionDefaults = worker, worker, worker, worker.Current
+	}
+	mgr, err := f.executor(cmd, store, hc)
+	if err != nil {
+		return err
+	}
+	if mgr != nil {
+		defer mgr.Close()
+		opts.Executor = mgr
 	}
 	srv, err := broker.NewServer(opts)
 	if err != nil {
