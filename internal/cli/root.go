@@ -47,7 +47,7 @@ func New() *cobra.Command {
 	root.PersistentFlags().StringVar(&g.cache, "cache", "", "cache directory (default $PYLAYER_CACHE, else "+cache.SystemDir+" for root, else the per-user cache dir)")
 	root.AddCommand(newIndexCmd(g), newLockCmd(g), newBuildCmd(g), newPublishCmd(g), newPullCmd(g), newVerifyCmd(g),
 		newKeygenCmd(g), newLsCmd(g), newGCCmd(g), newDoctorCmd(g), newRunCmd(g), newEnsureCmd(g), newInterpreterCmd(g),
-		newServeCmd(g), newTokenCmd(g), newExportCmd(g), newSbomCmd(g))
+		newServeCmd(g), newTokenCmd(g), newExportCmd(g), newSbomCmd(g), newExecCmd(g), newShellCmd(g))
 	return root
 }
 
