@@ -6,6 +6,7 @@
   const POLL_MS = 2000;      // how often the change counter is read
   const FULL_MS = 30000;     // a full refresh even without a change (other processes)
   const RECENT = 50;         // finished requests shown
+  const RUNS = 10;           // a session's recent exec and shell runs shown
   const AUDIT_SHOWN = 200;   // newest audit events shown
   const PAGE = 1000;         // rows a list call asks for (the broker's most)
   // Lists are fetched whole once, then only what changed since the newest time seen,
@@ -18,6 +19,7 @@
   let lastFull = 0;
   let sessions = [];
   let envs = {};             // session id -> env
+  let runs = {};             // session id -> its recent runs; null: the broker runs no sessions
   let timer = null;
   let requestsById = {};     // request id -> request, to name a binding's packages
   let reqSince = null;       // the newest request update seen (ISO time), null: none yet
@@ -437,8 +439,12 @@
   async function loadSessions() {
     sessions = await pages("/v1/sessions?", "sessions");
     const got = await Promise.all(sessions.map((s) => api("GET", "/v1/sessions/" + encodeURIComponent(s.id) + "/env").catch(() => null)));
+    // A broker that runs no sessions answers 501 here: the cards then show no runs at all.
+    const ran = await Promise.all(sessions.map((s) => api("GET", "/v1/sessions/" + encodeURIComponent(s.id) + "/runs?limit=" + RUNS)
+      .then((l) => l.runs || []).catch(() => null)));
     envs = {};
-    sessions.forEach((s, i) => { envs[s.id] = got[i]; });
+    runs = {};
+    sessions.forEach((s, i) => { envs[s.id] = got[i]; runs[s.id] = ran[i]; });
     await loadBindingRequests();
     render($("sessions"), sessions.length ? sessions.map(sessionCard) : [el("p", { class: "empty" }, "No sessions.")]);
     // Patched like the rest: the chosen option stays chosen (and an open list open); when
@@ -485,6 +491,7 @@
       binds.length ? table("Bindings of " + s.id, ["Kind", "Layer", "Digest", "Packages"],
         binds.map((b) => row(b.digest, b.kind, shortened(b.ref), digest(b.digest), bindingPackages(b))))
         : el("p", { class: "empty" }, "No ext or iso layers bound."),
+      runsTable(s.id),
       base.length ? el("details", {}, el("summary", {}, "Base packages (" + base.length + ")"),
         el("ul", { class: "pkgs" }, base.map((p) => el("li", {}, p.name + " " + p.version)))) : null,
       el("div", { class: "actions" },
@@ -494,6 +501,23 @@
         el("label", { for: fileId }, "Upload a wheel for this session"),
         el("input", { id: fileId, type: "file", accept: ".whl" }),
         el("button", { type: "button", onclick: upload }, "Upload wheel")));
+  }
+
+  // runsTable lists a session's recent exec and shell runs on the broker's host, newest
+  // first; nothing when the broker runs no sessions.
+  function runsTable(id) {
+    const l = runs[id];
+    if (!l) return null;
+    if (!l.length) return el("p", { class: "empty", "data-key": "runs" }, "No exec or shell runs on this host yet.");
+    return table("Recent runs of " + id, ["Run", "Kind", "Status", "Started", "Took", "Code"],
+      l.map((r) => row(r.run_id, shortened(r.run_id, "id"), r.kind,
+        el("span", { class: "badge badge-run-" + r.status }, r.status), when(r.started), millis(r.duration_ms),
+        el("code", { class: "summary" }, r.summary))));
+  }
+
+  function millis(ms) {
+    if (ms === undefined || ms === null) return "";
+    return ms < 1000 ? ms + " ms" : (ms / 1000).toFixed(1) + " s";
   }
 
   function bindingPackages(b) {
