@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -409,5 +410,25 @@ func TestCloseThenDead(t *testing.T) {
 	}
 	if k.DeadReason() != "the kernel was closed" {
 		t.Fatalf("DeadReason %q", k.DeadReason())
+	}
+}
+
+// TestExecRoundTrip measures a warm Exec of `pass` (the #15 target is a p50 of
+// at most 5 ms with the HTTP layer on top); it fails only far past that.
+func TestExecRoundTrip(t *testing.T) {
+	k := start(t, Options{})
+	const n = 200
+	d := make([]time.Duration, n)
+	for i := range d {
+		t0 := time.Now()
+		res := exec(t, k, "pass")
+		d[i] = time.Since(t0)
+		wantOK(t, res)
+	}
+	slices.Sort(d)
+	p50, p99 := d[n/2], d[n*99/100]
+	t.Logf("warm Exec of pass over %d calls: p50 %s, p99 %s, max %s", n, p50, p99, d[n-1])
+	if p50 > 50*time.Millisecond {
+		t.Errorf("p50 %s: want well under 5 ms", p50)
 	}
 }
