@@ -258,6 +258,11 @@ def _richest(obj):
     """The richest (mime, data) of obj, as Jupyter front ends choose them."""
     if isinstance(obj, type):
         return "text/plain", repr(obj)
+    mf = sys.modules.get("matplotlib.figure")
+    if mf is not None and isinstance(obj, getattr(mf, "Figure", ())):
+        png = _figure_png(obj)
+        if png is not None:
+            return "image/png", png
     bundle = getattr(obj, "_repr_mimebundle_", None)
     if callable(bundle):
         try:
@@ -357,23 +362,28 @@ def _show_figures(*args, **kwargs):
         for m in Gcf.get_all_fig_managers():
             if all(f is not m.canvas.figure for f in figs):
                 figs.append(m.canvas.figure)
-    if not figs:
-        return
+    for fig in figs:
+        png = _figure_png(fig)
+        if png is not None:
+            _output("image/png", png)
+    if plt is not None and figs:
+        plt.close("all")
+
+
+def _figure_png(fig):
+    """fig as PNG, base64; None (and a line on stderr) if it cannot be drawn."""
     import base64
     import io
-    for fig in figs:
-        buf = io.BytesIO()
-        _RENDERING[0] = True
-        try:
-            fig.savefig(buf, format="png", bbox_inches="tight")
-        except Exception as e:  # a broken figure must not lose the cell's result
-            print("pylayer: rendering a figure failed: %r" % (e,), file=sys.stderr)
-            continue
-        finally:
-            _RENDERING[0] = False
-        _output("image/png", base64.b64encode(buf.getvalue()).decode("ascii"))
-    if plt is not None:
-        plt.close("all")
+    buf = io.BytesIO()
+    _RENDERING[0] = True
+    try:
+        fig.savefig(buf, format="png", bbox_inches="tight")
+    except Exception as e:  # a broken figure must not lose the cell's result
+        print("pylayer: rendering a figure failed: %r" % (e,), file=sys.stderr)
+        return None
+    finally:
+        _RENDERING[0] = False
+    return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 class _InlineHook:
