@@ -8,7 +8,10 @@
 // command, measured there; each Server's own, labelled by route pattern, never by raw path,
 // with the Go runtime's and the process's basics under client_golang's names); and the
 // approver web page (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
-// CSRF-checked changes through the same JSON API, polling of a change counter.
+// CSRF-checked changes through the same JSON API, polling of a change counter. Warm
+// sessions (executor.go, executor_http.go) are an Executor's: the broker checks the token
+// against the session, the paths and sizes, maps ErrBusy to 409 and streams an exec's
+// events as NDJSON; broker/executor runs them.
 //
 // It is exposed to agents, so it bounds what any one client takes: HTTPServer and Serve
 // set read, write (long polls extend theirs) and idle timeouts, a header limit and a cap

@@ -264,6 +264,16 @@ func (s *Server) logRun(r *http.Request, t Token, se Session, kind, runID, statu
 	s.log.LogAttrs(r.Context(), level, "run", attrs...)
 }
 
+// auditRun appends the audit event of a change to a session's workspace or runs, which
+// has happened: a store that fails to take it is logged, and the answer stands. Exec and
+// shell calls are logged (logRun), not audited: an audit write (a commit, fsynced) would
+// cost a warm call more than the rest of its round trip.
+func (s *Server) auditRun(r *http.Request, t Token, e AuditEvent) {
+	if err := s.audit(contextWithoutCancel(r), t, e); err != nil {
+		s.log.LogAttrs(r.Context(), slog.LevelError, "audit", slog.String("action", e.Action), slog.String("session", e.SessionID), slog.String("error", err.Error()))
+	}
+}
+
 // RunList is what GET /v1/sessions/{id}/runs answers.
 type RunList struct {
 	Runs []RunInfo `json:"runs"`
@@ -322,6 +332,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, t Token) {
 		s.executorError(w, r, se, err)
 		return
 	}
+	s.auditRun(r, t, AuditEvent{Action: "run.cancel", SessionID: se.ID, Detail: "run=" + id})
 	writeJSON(w, http.StatusAccepted, Cancelled{RunID: id, SessionID: se.ID})
 }
 
@@ -407,6 +418,7 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, t Token) {
 		s.executorError(w, r, se, err)
 		return
 	}
+	s.auditRun(r, t, AuditEvent{Action: "file.put", SessionID: se.ID, Detail: fmt.Sprintf("path=%q size=%d", p, fi.Size)})
 	writeJSON(w, http.StatusOK, fi)
 }
 
@@ -462,6 +474,7 @@ func (s *Server) deleteFile(w http.ResponseWriter, r *http.Request, t Token) {
 		s.executorError(w, r, se, err)
 		return
 	}
+	s.auditRun(r, t, AuditEvent{Action: "file.delete", SessionID: se.ID, Detail: fmt.Sprintf("path=%q", p)})
 	w.WriteHeader(http.StatusNoContent)
 }
 

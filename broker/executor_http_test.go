@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"path"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
@@ -529,6 +530,10 @@ func TestCancelRun(t *testing.T) {
 	if code, _, _ := e.do("GET", "/v1/sessions/"+e.sesA+"/runs?limit=0", e.agentA, "", ""); code != 400 {
 		t.Errorf("limit=0: %d", code)
 	}
+	if events, err := e.store.AuditLog(t.Context(), e.sesA); err != nil || len(events) == 0 || events[len(events)-1].Action != "run.cancel" ||
+		events[len(events)-1].Actor != "alice" || events[len(events)-1].Detail != "run="+run {
+		t.Errorf("audit after the cancel: %+v %v", events, err)
+	}
 	e.mustDo("GET", "/v1/sessions/"+e.sesB+"/runs", e.agentB, "", "", 200, &l)
 	if len(l.Runs) != 0 || !strings.Contains(e.logs.String(), `"msg":"run cancel"`) {
 		t.Errorf("session B's runs = %+v", l)
@@ -564,6 +569,19 @@ func TestFilesRoutes(t *testing.T) {
 		t.Errorf("put past the cap: %d %s", code, b)
 	}
 	e.mustDo("DELETE", base+"/data/in.csv", e.agentA, "", "", 204, nil)
+	events, err := e.store.AuditLog(t.Context(), e.sesA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acts []string
+	for _, ev := range events {
+		if strings.HasPrefix(ev.Action, "file.") {
+			acts = append(acts, ev.Action+" "+ev.Actor+" "+ev.Detail)
+		}
+	}
+	if want := []string{`file.put ` + e.sesA + ` path="data/in.csv" size=8`, `file.delete ` + e.sesA + ` path="data/in.csv"`}; !reflect.DeepEqual(acts, want) {
+		t.Errorf("audit = %q, want %q", acts, want)
+	}
 	if code, _, _ := e.do("GET", base+"/data/in.csv", e.agentA, "", ""); code != 404 {
 		t.Errorf("get after delete: %d", code)
 	}
