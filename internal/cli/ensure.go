@@ -1,8 +1,8 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,27 +11,6 @@ import (
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
 )
-
-// probeScript imports every distribution of the layers from inside the sandbox: what a
-// session would do first, so a host learns at start-up, not at an agent's first import.
-const probeScript = `
-import importlib, importlib.metadata as md, json, sys
-out = {"python": sys.version.split()[0], "prefix": sys.prefix, "imported": [], "failed": {}}
-for d in md.distributions():
-    if not any("/opt/pylayer/" in str(p) for p in [getattr(d, "_path", "")]):
-        continue
-    name = d.metadata["Name"]
-    tops = (d.read_text("top_level.txt") or "").split() or [name.replace("-", "_").lower()]
-    for t in tops:
-        if t.startswith("_"):
-            continue
-        try:
-            importlib.import_module(t)
-            out["imported"].append(t)
-        except Exception as e:
-            out["failed"][t] = f"{type(e).__name__}: {e}"
-print(json.dumps(out))
-`
 
 type ensureItem struct {
 	Ref    string `json:"ref"`
@@ -42,13 +21,13 @@ type ensureItem struct {
 }
 
 type ensureReport struct {
-	Python   *ensureItem       `json:"python,omitempty"`
-	Base     *ensureItem       `json:"base,omitempty"`
-	Degraded bool              `json:"degraded"`
-	Probe    map[string]any    `json:"probe,omitempty"`
-	ProbeErr string            `json:"probe_error,omitempty"`
-	OK       bool              `json:"ok"`
-	Notes    map[string]string `json:"notes,omitempty"`
+	Python   *ensureItem           `json:"python,omitempty"`
+	Base     *ensureItem           `json:"base,omitempty"`
+	Degraded bool                  `json:"degraded"`
+	Probe    *assemble.ProbeResult `json:"probe,omitempty"`
+	ProbeErr string                `json:"probe_error,omitempty"`
+	OK       bool                  `json:"ok"`
+	Notes    map[string]string     `json:"notes,omitempty"`
 }
 
 func newEnsureCmd(g *globals) *cobra.Command {
@@ -59,10 +38,13 @@ func newEnsureCmd(g *globals) *cobra.Command {
 		Use:     "ensure --python REF --base REF",
 		Example: `  pylayer ensure --python reg/team/pylayer:python-current --base reg/team/pylayer:current --trust cosign.pub`,
 		Short:   "Host start-up: pull and verify the interpreter and base, probe imports in the sandbox, report",
-		Long: `Pull and verify the current interpreter and base layer, then import every distribution of
-the base inside a sandbox, and report. Failures (a download, a signature, an import) are
-reported in the result, never waited on: ensure always returns promptly, and exits 0 unless
-its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
+		Long: `Pull and verify the current interpreter and base layer, then import inside a sandbox what
+users import from the base: every top-level module of each distribution and the submodules
+users reach for (PIL.Image, matplotlib.pyplot, numpy.linalg ...), and report each import
+that failed (module, exception, the traceback's last lines) and what imports wrote on
+stderr. Failures (a download, a signature, an import) are reported in the result, never
+waited on: ensure always returns promptly, and exits 0 unless its own arguments are wrong,
+so a host's start-up goes on in degraded mode.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.openCache()
@@ -70,7 +52,7 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 				return err
 			}
 			rep := ensureReport{}
-			spec := sandbox.Spec{Command: []string{"python3", "-c", probeScript}}
+			var spec sandbox.Spec
 			o := f.assembly(cmd, c)
 			get := func(ref string) (*ensureItem, *assemble.Layer) {
 				it := &ensureItem{Ref: ref}
@@ -113,19 +95,24 @@ its own arguments are wrong, so a host's start-up goes on in degraded mode.`,
 			}
 			if bwrap, err := sandbox.FindBwrap(); err != nil {
 				rep.ProbeErr = err.Error()
-			} else if res, err := sandbox.Run(cmd.Context(), bwrap, spec, sandbox.RunOptions{Timeout: timeout}); err != nil {
+			} else if rep.Probe, err = assemble.Probe(cmd.Context(), bwrap, spec, sandbox.RunOptions{Timeout: timeout}); err != nil {
 				rep.ProbeErr = err.Error()
-			} else if res.ExitCode != 0 {
-				rep.ProbeErr = fmt.Sprintf("probe exited %d: %s", res.ExitCode, res.Stderr)
-			} else if err := json.Unmarshal(res.Stdout, &rep.Probe); err != nil {
-				rep.ProbeErr = "probe output: " + err.Error()
-			} else if failed, _ := rep.Probe["failed"].(map[string]any); len(failed) > 0 {
-				rep.ProbeErr = fmt.Sprintf("%d imports failed", len(failed))
+			} else if n := len(rep.Probe.Failures); n > 0 {
+				names := make([]string, n)
+				for i, f := range rep.Probe.Failures {
+					names[i] = f.Module
+				}
+				rep.ProbeErr = fmt.Sprintf("%d imports failed: %s", n, strings.Join(names, ", "))
 			}
 			rep.OK = rep.ProbeErr == "" && (rep.Python == nil || rep.Python.OK) && (rep.Base == nil || rep.Base.OK)
 			text := fmt.Sprintf("ok=%v degraded=%v", rep.OK, rep.Degraded)
 			if rep.ProbeErr != "" {
 				text += " probe: " + rep.ProbeErr
+			}
+			if rep.Probe != nil {
+				if sum := rep.Probe.Summary(); sum != "" {
+					text += "\n" + sum
+				}
 			}
 			for _, it := range []*ensureItem{rep.Python, rep.Base} {
 				if it != nil && !it.OK {
