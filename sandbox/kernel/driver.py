@@ -641,6 +641,9 @@ def _start():
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    # The driver's threads need little stack; under the session's address-space
+    # limit, each default one would reserve 8 MiB.
+    threading.stack_size(256 << 10)
     for name, fd in (("stdout", 1), ("stderr", 2)):
         r, w = os.pipe()
         os.dup2(w, fd)  # inheritable: subprocesses write into the same pipe
@@ -665,6 +668,7 @@ def _start():
     sys.modules["__main__"] = main
     sys.argv = [""]
     threading.Thread(target=_control, args=(proto_in,), name="pylayer-control", daemon=True).start()
+    threading.stack_size(0)
     _send({"ev": "ready", "pid": os.getpid(), "python": sys.version.split()[0]})
     _serve(main.__dict__)
 
