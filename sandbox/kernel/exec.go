@@ -66,7 +66,9 @@ type ShellResult struct {
 // Exec runs code as a cell in the kernel and waits for it. emit, if not nil,
 // gets the cell's events as they come, from another goroutine, one at a time
 // and never after Exec has returned; it must not block long (the cell's
-// output waits for it).
+// output waits for it) nor call the kernel's methods itself (Ping would wait
+// for an answer that the goroutine running emit delivers). A display event
+// comes for every Output, the last expression's value included.
 //
 // When timeout (if > 0) passes or ctx is done, the cell is interrupted
 // (KeyboardInterrupt) and the Result says StatusTimeout or StatusCancelled;

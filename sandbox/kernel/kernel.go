@@ -293,10 +293,27 @@ func (k *Kernel) kill(reason string) {
 // the process and says why it is gone.
 func (k *Kernel) read(stderrDone <-chan struct{}) {
 	r := bufio.NewReaderSize(k.proc.Stdout(), 64<<10)
+	limit := k.maxLine()
+	var line []byte
 	for {
-		line, err := r.ReadBytes('\n')
+		chunk, err := r.ReadSlice('\n')
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			if len(line) > limit {
+				// The cell's code can write to this pipe too: it must not make
+				// the host hold an endless line.
+				k.kill(fmt.Sprintf("the kernel's process broke the protocol (a line of over %d bytes)", limit))
+				_, _ = io.Copy(io.Discard, r)
+				break
+			}
+			continue
+		}
 		if len(line) > 0 {
 			k.dispatch(line)
+		}
+		line = line[:0]
+		if cap(line) > 1<<20 {
+			line = nil // do not keep a big display's buffer
 		}
 		if err != nil {
 			break
@@ -320,6 +337,13 @@ func (k *Kernel) read(stderrDone <-chan struct{}) {
 	}
 	k.mu.Unlock()
 	close(k.done)
+}
+
+// maxLine bounds one line from the driver: the biggest event it sends is a
+// display of MaxOutputs bytes or a shell result of two streams of MaxOutput,
+// each byte escaped in JSON as at most 6.
+func (k *Kernel) maxLine() int {
+	return 6*(MaxOutputs+2*int(k.o.MaxOutput)) + 64<<10
 }
 
 // exitReason says how the Python process ended, from bwrap's exit status.

@@ -416,7 +416,9 @@ func TestCloseThenDead(t *testing.T) {
 // TestExecRoundTrip measures a warm Exec of `pass` (the #15 target is a p50 of
 // at most 5 ms with the HTTP layer on top); it fails only far past that.
 func TestExecRoundTrip(t *testing.T) {
+	t0 := time.Now()
 	k := start(t, Options{})
+	t.Logf("Start (bwrap, interpreter, driver ready): %s", time.Since(t0))
 	const n = 200
 	d := make([]time.Duration, n)
 	for i := range d {
@@ -430,5 +432,14 @@ func TestExecRoundTrip(t *testing.T) {
 	t.Logf("warm Exec of pass over %d calls: p50 %s, p99 %s, max %s", n, p50, p99, d[n-1])
 	if p50 > 50*time.Millisecond {
 		t.Errorf("p50 %s: want well under 5 ms", p50)
+	}
+}
+
+func TestProtocolLineCap(t *testing.T) {
+	k := start(t, Options{MaxOutput: 1000})
+	// The cell finds the driver's private pipe and writes an endless line to it.
+	res := exec(t, k, "import os\nfd = display.__globals__['_PROTO_OUT']\nwhile True: os.write(fd, b'x' * (1 << 20))")
+	if !res.Dead || !strings.Contains(res.DeadReason, "broke the protocol") {
+		t.Fatalf("dead %v reason %q", res.Dead, res.DeadReason)
 	}
 }
