@@ -171,7 +171,7 @@ func (f *fakeExecutor) Runs(sessionID string, limit int) []broker.RunInfo {
 	defer f.mu.Unlock()
 	var l []broker.RunInfo
 	for _, r := range f.runs {
-		if r.SessionID == sessionID && len(l) < limit {
+		if r.SessionID == sessionID && len(l) < limit && r.Status != "running" { // as broker/executor's: ended runs only
 			l = append(l, r)
 		}
 	}

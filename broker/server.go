@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,7 @@ type Server struct {
 	tokens *memo.Cache[Token]        // tokens found in the store, by hash, for tokenTTL
 	states *memo.Cache[sessionState] // what env shows of a session, by ID, with its version
 
+	live     sync.Map    // session ID -> the run ID of its exec running here (executor_http.go)
 	stopping atomic.Bool // Serve is shutting down: long polls answer at once
 	feed     feedState   // the store's change feed, if it has one (notify.go)
 }
