@@ -6,6 +6,8 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -441,5 +443,34 @@ func TestProtocolLineCap(t *testing.T) {
 	res := exec(t, k, "import os\nfd = display.__globals__['_PROTO_OUT']\nwhile True: os.write(fd, b'x' * (1 << 20))")
 	if !res.Dead || !strings.Contains(res.DeadReason, "broke the protocol") {
 		t.Fatalf("dead %v reason %q", res.Dead, res.DeadReason)
+	}
+}
+
+func TestStartFails(t *testing.T) {
+	testenv.Integration(t, "bwrap")
+	b, err := sandbox.FindBwrap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A layer's .pth line runs at interpreter start, before the driver.
+	root := testenv.SharedDir(t)
+	if err := os.MkdirAll(filepath.Join(root, "site-packages"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "site-packages", "boom.pth"), []byte("import os, sys; sys.stderr.write('boom at start\\n'); os._exit(7)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.Spec{Layers: []sandbox.Layer{{Root: root, Kind: sandbox.KindBase}}}
+	_, err = Start(context.Background(), Options{Bwrap: b, Spec: spec})
+	if err == nil || !strings.Contains(err.Error(), "the Python process exited with status 7 before it was ready: boom at start") {
+		t.Fatalf("Start: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Start(ctx, Options{Bwrap: b}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Start with a cancelled context: %v", err)
+	}
+	if _, err := Start(context.Background(), Options{Bwrap: b, Spec: sandbox.Spec{Workspace: "relative"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
+		t.Fatalf("Start with a bad spec: %v", err)
 	}
 }
