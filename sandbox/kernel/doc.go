@@ -5,8 +5,11 @@
 // ignores the interrupt is killed after a grace period.
 //
 // The kernel's Python side is driver.py, embedded and passed to the sandbox's
-// interpreter with -c (nothing is written on the host or in the sandbox, and
-// the process's stdin stays free for the protocol). It speaks newline-delimited
+// interpreter as an argument of a one-line -c program that compiles it under
+// the name its tracebacks leave out: nothing is written on the host or in the
+// sandbox, no descriptor is added, and the process's stdin stays free for the
+// protocol from the first byte (reading the source from stdin would need a
+// framing and a round trip before the start). It speaks newline-delimited
 // JSON with this package over the process's original stdin and stdout, which it
 // keeps as private descriptors: the cell's fd 0 is /dev/null (input() and
 // sys.stdin fail fast with a clear message), its fds 1 and 2 are pipes whose
