@@ -13,7 +13,14 @@
 #       read-only /proc/sys and /dev, sized tmpfs, --disable-userns) vs the same session as
 #       pylayer ran it before (sandbox's BenchmarkSessionHardening), alternating in one run;
 #   (e) start-up: `pylayer --version` vs starting /bin/true, and GODEBUG=inittrace=1's count
-#       and total of package inits (before: 334 inits, 7.3 ms, with cosign's library linked).
+#       and total of package inits (before: 334 inits, 7.3 ms, with cosign's library linked);
+#   (f) the curated base (numpy, matplotlib, Pillow, reportlab, pypdf, markdown, the office
+#       set; go run ./test/cmd/mkindex -curated) on the Debian python3.11 interpreter artifact
+#       (stdlib .pyc compiled at publish): `import numpy, matplotlib.pyplot, PIL, docx,
+#       openpyxl, reportlab, pypdf, markdown` timed inside the process in a warm session
+#       (host cache and the session's font cache warm) vs the same interpreter tree and layer
+#       files run on the host; and the whole session run vs a fresh venv + pip install of the
+#       same wheels + the import.
 # Prints medians of RUNS runs, differences and ratios, and a summary table.
 #
 #   make build && bash bench/run.sh        # RUNS=10 by default; under ~3 minutes
@@ -142,4 +149,59 @@ PY
 inits=$(GODEBUG=inittrace=1 bin/pylayer --version 2>&1 >/dev/null | awk '/^init / { n++; t += $5 } END { printf "%d inits %.1f ms", n, t }')
 cat <<EOF
 | (e) pylayer --version (/bin/true as peer) | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%-15s' "$inits") | < 3 ms   $(verdict "$(ms "$v_med")" 3 "<") |
+EOF
+
+# --- (f) the curated base: the import users do, in a warm session vs the same files on the
+# host with the same interpreter (timed inside the process, so bwrap's start is not in it),
+# and the session vs a fresh venv + pip install of the same wheels.
+echo "setting up the curated base (mkindex -curated, the Debian prefix, publish) ..." >&2
+CIMPORT='import numpy, matplotlib.pyplot, PIL, docx, openpyxl, reportlab, pypdf, markdown'
+CREQS=(python-docx openpyxl xlsxwriter lxml pillow numpy matplotlib pypdf reportlab markdown pdfminer.six)
+go run ./test/cmd/mkindex -out "$work/curated-index" -curated >/dev/null
+prefix=$(go run ./test/cmd/pyprefix -out "$work/python")
+bin/pylayer index serve "$work/curated-index" --listen 127.0.0.1:0 >"$work/cindex.url" 2>"$work/cindex.log" &
+pids+=($!)
+waitfile "$work/cindex.url" "pylayer index serve"
+curl_=$(head -n1 "$work/cindex.url")
+pyref=$(bin/pylayer interpreter publish "$prefix" --repo "oci:$work/repo" --key "$work/bench.key" 2>>"$work/errors.log")
+bin/pylayer lock "${CREQS[@]}" --index-url "$curl_" --python-from "$pyref" -o "$work/curated.lock.json" >/dev/null 2>>"$work/errors.log" ||
+  die "locking the curated base failed (see $work/errors.log)"
+curref=$(bin/pylayer publish "$work/curated.lock.json" --repo "oci:$work/repo" --key "$work/bench.key" \
+  --index-url "$curl_" --interpreter "$prefix" 2>>"$work/errors.log")
+pyroot=$(bin/pylayer pull "$pyref" 2>>"$work/errors.log")
+curroot=$(bin/pylayer pull "$curref" 2>>"$work/errors.log")
+mkdir -p "$work/scache" "$work/hcache"
+timer="import time; t = time.perf_counter(); $CIMPORT; print(int((time.perf_counter() - t) * 1e9))"
+csession() { bin/pylayer run --python "$pyref" --layer "$curref" --cache-dir "$work/scache" -- python3 -c "$1"; }
+chost() {
+  env -i PATH=/usr/bin:/bin HOME="$work" PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 MPLBACKEND=Agg \
+    MPLCONFIGDIR="$work/hcache/matplotlib" XDG_CACHE_HOME="$work/hcache" PYTHONPATH="$curroot/site-packages" "$pyroot/bin/python3" -c "$1"
+}
+cvenv() {
+  local d; d=$(mktemp -d "$work/cvenv.XXXXXX")
+  "$PY" -m venv "$d" &&
+    "$d/bin/pip" install -q --disable-pip-version-check --no-index --find-links "$work/curated-index" "${CREQS[@]}" &&
+    env MPLBACKEND=Agg MPLCONFIGDIR="$work/hcache/matplotlib" "$d/bin/python" -c "$CIMPORT"
+  local rc=$?; rm -rf "$d"; return $rc
+}
+csession 'import numpy, sys; assert numpy.__file__.startswith("/opt/pylayer/layers/"), numpy.__file__; assert sys.prefix == "/opt/python"' 2>>"$work/errors.log" ||
+  die "a session on the curated base cannot import numpy from its layer (see $work/errors.log)"
+# Warm-up, not timed: the page cache, both font caches, the venv's ensurepip wheels.
+for _ in 1 2; do csession "$CIMPORT" >/dev/null 2>&1; chost "$CIMPORT" >/dev/null 2>&1; done
+cvenv >/dev/null 2>&1 || die "a fresh venv + pip install of the curated wheels failed"
+echo "measuring the curated import ($RUNS runs each) ..." >&2
+for i in $(seq "$RUNS"); do
+  if ((i % 2)); then
+    csession "$timer" >>"$work/f.session" 2>>"$work/errors.log"; chost "$timer" >>"$work/f.host" 2>>"$work/errors.log"
+  else
+    chost "$timer" >>"$work/f.host" 2>>"$work/errors.log"; csession "$timer" >>"$work/f.session" 2>>"$work/errors.log"
+  fi
+  timed "$work/f.run" csession "$CIMPORT"
+done
+for i in $(seq $(( (RUNS + 2) / 3 ))); do timed "$work/f.venv" cvenv; done
+f_s=$(m f.session) f_h=$(m f.host) f_r=$(m f.run) f_v=$(m f.venv)
+rf=$(ratio "$f_s" "$f_h") rv=$(ratio "$f_v" "$f_r")
+cat <<EOF
+| (f) curated import, warm session vs host  | $(printf '%8s ms' "$(ms "$f_s")") | $(printf '%6s ms' "$(ms "$f_h")") | $(printf '%7sx of host' "$rf") | <= 1.05x $(verdict "$rf" 1.0500001 "<") |
+| (f) session run vs venv + pip + import    | $(printf '%8s ms' "$(ms "$f_r")") | $(printf '%6s ms' "$(ms "$f_v")") | $(printf '%7sx faster ' "$rv") | (peer)          |
 EOF

@@ -18,8 +18,8 @@ pids=()
 trap 'for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done' EXIT
 export COSIGN_PASSWORD=demo-password   # the signing key's password, for this demo only
 
-step "1. fixtures: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter repacked into wheels; Debian's python3.11 as a relocatable prefix"
-go run ./test/cmd/mkindex -out "$work/index" >/dev/null
+step "1. fixtures: Debian's python3-docx, openpyxl, lxml, et-xmlfile, xlsxwriter, and the curated base (numpy, matplotlib, Pillow, reportlab, pypdf, ...) repacked into wheels with their shared libraries vendored; Debian's python3.11 as a relocatable prefix"
+go run ./test/cmd/mkindex -out "$work/index" -curated >/dev/null
 ls "$work/index" | sed 's/^/   /'
 prefix=$(go run ./test/cmd/pyprefix -out "$work/python")
 echo "   interpreter prefix: $prefix ($("$prefix/bin/python3" -c 'import sys; print(sys.version.split()[0])'))"
@@ -134,5 +134,39 @@ print("environment:", sorted(os.environ))
 r = subprocess.run(["pip", "install", "requests"], capture_output=True, text=True)
 print("pip install requests: exit", r.returncode, "-", r.stderr.splitlines()[0])
 PY
+
+step "13. CI: the curated base: numpy, matplotlib, Pillow, reportlab, pypdf, pdfminer.six, markdown and the office set, locked and published"
+curref=$(bin/pylayer lock python-docx openpyxl xlsxwriter lxml pillow numpy matplotlib pypdf reportlab markdown pdfminer.six \
+  --index-url "$url" --python-from "$pyref" --trust "$work/cosign.pub" --ca-file "$ca" -o "$work/curated.lock.json" --cache "$work/ci" >/dev/null &&
+  bin/pylayer publish "$work/curated.lock.json" --repo "$repo" --key "$work/cosign.key" --ca-file "$ca" \
+    --index-url "$url" --interpreter "$prefix" --tag curated --cache "$work/ci")
+echo "   curated base: $curref ($(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["packages"]))' "$work/curated.lock.json") wheels)"
+bin/pylayer ensure --python "$pyref" --base "$curref" --ca-file "$ca" | sed 's/^/   /'
+
+step "14. a session on the curated base: a matplotlib chart, a docx and a PDF report that embed it, the PDF read back with pypdf"
+mkdir -p "$work/session-cache"   # the session's ~/.cache: matplotlib's font list, built once
+cat >"$work/workspace/chart.py" <<'PY'
+import numpy as np, matplotlib.pyplot as plt, docx, pypdf
+from docx.shared import Inches
+from reportlab.lib.pagesizes import A4
+from reportlab.pdfgen import canvas
+x = np.linspace(0, 2 * np.pi, 200)
+fig, ax = plt.subplots(figsize=(5, 3))
+ax.plot(x, np.sin(x), label="sin"); ax.plot(x, np.cos(x), label="cos"); ax.legend(); ax.set_title("pylayer curated base")
+fig.savefig("/workspace/chart.png", dpi=100)
+print(f"chart.png: {fig.get_size_inches()[0] * 100:.0f}x{fig.get_size_inches()[1] * 100:.0f} px, numpy {np.__version__}, matplotlib {plt.matplotlib.__version__}")
+d = docx.Document(); d.add_heading("pylayer report", 0); d.add_picture("/workspace/chart.png", width=Inches(5)); d.save("/workspace/chart.docx")
+print("chart.docx: the chart embedded with python-docx")
+c = canvas.Canvas("/workspace/report.pdf", pagesize=A4)
+c.drawString(72, 780, "pylayer report: sin and cos"); c.drawImage("/workspace/chart.png", 72, 450, width=450, height=270); c.save()
+r = pypdf.PdfReader("/workspace/report.pdf")
+page = r.pages[0]
+xobjects = page["/Resources"].get("/XObject", {})
+images = [k for k in xobjects if xobjects[k].get_object()["/Subtype"] == "/Image"]
+print(f"report.pdf: {len(r.pages)} page, text {page.extract_text().strip()!r}, {len(images)} embedded image, read back with pypdf {pypdf.__version__}")
+assert images and "sin and cos" in page.extract_text()
+PY
+bin/pylayer run --python "$pyref" --layer "$curref" --workspace "$work/workspace" --cache-dir "$work/session-cache" --ca-file "$ca" \
+  --timeout 120s -- python3 /workspace/chart.py | sed 's/^/   /'
 
 echo; echo "demo ok"
