@@ -230,8 +230,9 @@ func TestHostCap(t *testing.T) {
 	if _, err := h.m.Exec(context.Background(), d, broker.ExecRequest{Code: "set x 1"}, nil); !errors.Is(err, broker.ErrUnavailable) {
 		t.Fatalf("a session past the cap with all busy: %v, want ErrUnavailable", err)
 	}
+	h.release <- struct{}{} // to either of them
+	h.release <- struct{}{}
 	for _, ch := range waits {
-		h.release <- struct{}{}
 		<-ch
 	}
 	if r := h.exec(a, "get x", false); !r.Restarted || !strings.Contains(r.RestartReason, "make room") {
