@@ -15,6 +15,14 @@
 #
 #   make build && bash bench/broker.sh           # N=200 BIG=1000 POLLS=3 DISTINCT=10 JOBS=2
 #   CASES=sqlite1 BIG=0 bash bench/broker.sh     # SQLite only, no big run
+#   PROFILE=1 CASES=postgres1 BIG=0 bash bench/broker.sh
+#
+# PROFILE=1 measures where the time goes, into $work/LABEL/profile/: each replica serves
+# profiles on a loopback --debug-addr (hidden flag) and the script takes a CPU profile
+# across the burst, the block and mutex profiles and the connection pool's statistics
+# after it; PostgreSQL runs with pg_stat_statements (reset after the replicas start, so
+# it counts the burst and the sessions' setup only), and the CPU time of the replicas and
+# of the PostgreSQL processes during the load is printed beside the transaction count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -26,6 +34,7 @@ DISTINCT=${DISTINCT:-10}
 JOBS=${JOBS:-2}
 CASES=${CASES:-sqlite1 postgres1 postgres2}
 PYLAYER=${PYLAYER:-bin/pylayer}   # the binary under test
+PROFILE=${PROFILE:-}
 
 for v in N BIG POLLS DISTINCT JOBS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v@Q}: want a non-negative integer"
@@ -81,8 +90,10 @@ pg_start() {
   "${as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres -A trust -E UTF8 --locale=C --no-sync >"$work/initdb.log" 2>&1 ||
     { cat "$work/initdb.log" >&2; die "initdb failed"; }
   pg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local stats=()
+  [[ -z $PROFILE ]] || stats=(-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all)
   "${as[@]}" "$pg_bin/postgres" -D "$pg_dir/data" -h 127.0.0.1 -p "$pg_port" -k "$pg_dir" \
-    -c max_connections=200 -c shared_buffers=64MB >"$work/postgres.log" 2>&1 &
+    -c max_connections=200 -c shared_buffers=64MB "${stats[@]}" >"$work/postgres.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 200); do "$pg_bin/pg_isready" -q -h 127.0.0.1 -p "$pg_port" && return; sleep 0.05; done
   die "postgres did not start; see $work/postgres.log"
@@ -92,12 +103,29 @@ pg_newdb() { # pg_newdb NAME: creates the empty database NAME and prints its URL
   echo "postgres://postgres@127.0.0.1:$pg_port/$1?sslmode=disable"
 }
 
+# freeport: a free TCP port on 127.0.0.1.
+freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# cputicks PID...: the user+system clock ticks the processes (and, for the postmaster,
+# its children: the backends) have used.
+cputicks() {
+  local p sum=0 kids
+  for p in "$@"; do
+    kids=$(ps -o pid= --ppid "$p" 2>/dev/null | tr '\n' ' ')
+    for k in $p $kids; do
+      [[ -r /proc/$k/stat ]] || continue
+      sum=$((sum + $(awk '{print $14 + $15}' "/proc/$k/stat")))
+    done
+  done
+  echo "$sum"
+}
+psql_db() { "$pg_bin/psql" -X -q -At -h 127.0.0.1 -p "$pg_port" -U postgres -d "$1" -c "$2"; }
+
 summaries=()
 # bench_case LABEL STORE REPLICAS AGENTS: a fresh store and copy of the repository,
 # REPLICAS serve processes on them (each with its own cache), the burst after its floor,
 # then the counts.
 bench_case() {
-  local label=$1 store=$2 replicas=$3 agents=$4 d="$work/$1" db owner k urls=() spids=()
+  local label=$1 store=$2 replicas=$3 agents=$4 d="$work/$1" db owner k urls=() spids=() dbgs=() dbg=()
   mkdir -p "$d"
   cp -a "$work/repo" "$d/repo"
   case $store in
@@ -107,7 +135,8 @@ bench_case() {
   owner=$("$PYLAYER" token create --db "$db" --role owner --subject bench)
   for ((k = 1; k <= replicas; k++)); do
     cp -a "$work/cache" "$d/cache$k"
-    "$PYLAYER" --cache "$d/cache$k" serve --listen 127.0.0.1:0 --db "$db" --data "$d/uploads$k" --catalog "$work/catalog.json" \
+    if [[ -n $PROFILE ]]; then dbgs+=("127.0.0.1:$(freeport)"); dbg=(--debug-addr "${dbgs[-1]}"); fi
+    "$PYLAYER" --cache "$d/cache$k" serve "${dbg[@]}" --listen 127.0.0.1:0 --db "$db" --data "$d/uploads$k" --catalog "$work/catalog.json" \
       --repo "oci:$PWD/$d/repo" --key "$work/cosign.key" --index-url "$url" --jobs "$JOBS" >"$d/serve$k.url" 2>"$d/serve$k.log" &
     spids+=($!)
     pids+=($!)
@@ -115,8 +144,39 @@ bench_case() {
     urls+=("$(head -n1 "$d/serve$k.url")")
   done
   echo "running $agents agents: $label ($store, $replicas replica(s)) ..." >&2
+  local prof="$d/profile" cpu0=() cpu1=() curls=() pm=
+  [[ $store == postgres ]] && pm=$(head -n1 "$pg_dir/data/postmaster.pid")
+  if [[ -n $PROFILE ]]; then
+    mkdir -p "$prof"
+    if [[ $store == postgres ]]; then
+      psql_db "bench_${label//-/_}" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset(); SELECT pg_stat_reset();" >/dev/null
+    fi
+    for k in "${!dbgs[@]}"; do
+      curl -s -o "$prof/cpu$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/profile?seconds=3" &
+      curls+=($!)
+    done
+    cpu0=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
+  fi
   "$work/brokerload" -url "$(IFS=,; echo "${urls[*]}")" -floor "$floor" -token "$owner" -label "$label" \
     -n "$agents" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")" | tee "$d/load.txt"
+  if [[ -n $PROFILE ]]; then
+    cpu1=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
+    for k in "${curls[@]}"; do wait "$k" || true; done
+    for k in "${!dbgs[@]}"; do
+      curl -s -o "$prof/block$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/block"
+      curl -s -o "$prof/mutex$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/mutex"
+      echo "$label replica $((k + 1)) pool: $(curl -s "http://${dbgs[$k]}/debug/pool" | tr -d ' \n')"
+    done
+    local hz; hz=$(getconf CLK_TCK)
+    echo "$label CPU during the load (floor included, where neither works): replicas $(( (cpu1[0] - cpu0[0]) * 1000 / hz )) ms, postgres $(( (cpu1[1] - cpu0[1]) * 1000 / hz )) ms"
+    if [[ $store == postgres ]]; then
+      local dbn="bench_${label//-/_}"
+      echo "$label transactions: $(psql_db "$dbn" "SELECT 'commits ' || xact_commit || ', rollbacks ' || xact_rollback FROM pg_stat_database WHERE datname = current_database()")"
+      psql_db "$dbn" "SELECT calls, round(total_exec_time::numeric, 1) AS ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 110)
+        FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+        ORDER BY calls DESC LIMIT 40" | tee "$prof/statements.txt"
+    fi
+  fi
   for k in "${spids[@]}"; do kill "$k"; wait "$k" 2>/dev/null || true; done
   # Distinct specs over one base: that many ext layers, each built and pushed once.
   local exts pushed

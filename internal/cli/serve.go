@@ -28,6 +28,7 @@ import (
 type serveFlags struct {
 	regFlags
 	listen, db, catalog, repo, key, indexURL, data, interpreter string
+	debugAddr                                                   string
 	jobs                                                        int
 	http                                                        broker.HTTPLimits
 	maxUpload                                                   int64
@@ -92,6 +93,8 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.Int64Var(&f.exec.maxFile, "exec-max-file", executor.DefaultMaxFile, "largest file written to a session's workspace through the API, in bytes")
 	f.sandboxFlags.register(cmd)
 	fl.MarkHidden("raw-output") // a server shows no session output on a terminal
+	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve Go profiles (with block and mutex profiling on) and the store's pool statistics on this loopback address, to measure the broker")
+	fl.MarkHidden("debug-addr") // for benchmarks: never on by default
 	fl.Var(&f.auditRetention, "audit-retention", "delete audit events older than this (90d, 720h; default off: keep every event); pruning runs hourly and is itself audited")
 	return cmd
 }
@@ -227,6 +230,14 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if f.debugAddr != "" {
+		a, err := broker.ServeDebug(ctx, f.debugAddr, broker.DebugOptions{Store: store, BlockRate: 10000, MutexFraction: 10})
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("--debug-addr: %w", err)
+		}
+		log.Info("debug server listening", "url", "http://"+a.String()+"/debug/pprof/")
+	}
 	var wg sync.WaitGroup
 	if worker != nil {
 		worker.SetNotify(srv.Notify)
