@@ -7,7 +7,10 @@
 // and stores and reads blobs, manifests and tags in a layout directory
 // (Layout), verifying the digest and size of every blob it reads or writes
 // (VerifyReader, the one streaming verifier that the registry client and the
-// host cache use too).
+// host cache use too). A multi-platform artifact is an OCI image index of such
+// artifacts, one per platform (PlatformIndex, imageindex.go), from which a host takes
+// its own entry (SelectPlatform, HostPlatform); wheel platform tags map to OCI
+// platforms with PlatformOf.
 //
 // Digests are sha256 only. Every digest that comes from outside (an index.json,
 // a manifest, a caller) is parsed and validated before it names a file, so a
