@@ -343,7 +343,7 @@ func (m *Manager) Exec(ctx context.Context, s broker.Session, req broker.ExecReq
 func (c *call) exec(req broker.ExecRequest, to time.Duration) (broker.ExecResult, error) {
 	p, err := c.ready(req.Reset)
 	if errors.Is(err, errStuck) {
-		return broker.ExecResult{Status: broker.RunError, Error: &broker.ExecError{EName: "SessionDead", EValue: errStuck.Error()}}, nil
+		return broker.ExecResult{Status: broker.RunError, Error: &broker.ExecError{EName: "SessionDead", EValue: errStuck.Error(), Traceback: []string{}}}, nil
 	}
 	if err != nil {
 		return broker.ExecResult{}, err
@@ -364,7 +364,7 @@ func (c *call) exec(req broker.ExecRequest, to time.Duration) (broker.ExecResult
 	if crashed {
 		res.Status = broker.RunError
 		if res.Error == nil {
-			res.Error = &broker.ExecError{EName: "SessionDied", EValue: msg}
+			res.Error = &broker.ExecError{EName: "SessionDied", EValue: msg, Traceback: []string{}}
 		}
 	}
 	return res, nil

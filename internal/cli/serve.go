@@ -87,12 +87,13 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.Int64Var(&f.maxUpload, "max-upload", broker.DefaultMaxUpload, "size of one uploaded wheel, in bytes")
 	fl.Int64Var(&f.quota.Bytes, "upload-quota-bytes", broker.DefaultQuotaBytes, "bytes of uploaded wheels one session holds at once")
 	fl.IntVar(&f.quota.Count, "upload-quota-count", broker.DefaultQuotaCount, "uploaded wheels one session holds at once")
-	fl.StringVar(&f.exec.dir, "sessions-dir", "", "directory of the warm sessions' workspaces, one per session, kept across restarts (default: beside --db; required with a PostgreSQL --db)")
+	fl.StringVar(&f.exec.dir, "sessions-dir", "", "directory of the warm sessions' workspaces, one per session, kept across restarts; the sandbox user must be able to enter it (default: workspaces under the host cache)")
 	fl.DurationVar(&f.exec.idle, "exec-idle", executor.DefaultIdleTimeout, "stop a session's warm Python process after it has been idle this long")
 	fl.IntVar(&f.exec.maxLive, "exec-max-live", executor.DefaultMaxLive, "warm session processes on this host at once; starting one more stops the longest idle (0: this broker runs no sessions)")
 	fl.Int64Var(&f.exec.maxFile, "exec-max-file", executor.DefaultMaxFile, "largest file written to a session's workspace through the API, in bytes")
 	f.sandboxFlags.register(cmd)
 	fl.MarkHidden("raw-output") // a server shows no session output on a terminal
+	fl.MarkHidden("cache-dir")  // each session gets a cache of its own
 	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve Go profiles (with block and mutex profiling on) and the store's pool statistics on this loopback address, to measure the broker")
 	fl.MarkHidden("debug-addr") // for benchmarks: never on by default
 	fl.Var(&f.auditRetention, "audit-retention", "delete audit events older than this (90d, 720h; default off: keep every event); pruning runs hourly and is itself audited")
@@ -101,17 +102,15 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 
 // executor builds the manager of warm sessions on the sandboxes' limits and layers as
 // pylayer run has them; nil (the routes answer 501) when this host cannot run them.
-func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.Cache) (*executor.Manager, error) {
+func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.Cache, cacheRoot string) (*executor.Manager, error) {
 	log := logctx.From(cmd.Context())
 	if f.exec.maxLive == 0 {
 		return nil, nil
 	}
 	if f.exec.dir == "" {
-		if !stores.LocalPath(f.db) {
-			log.Warn("sessions cannot run code: give --sessions-dir (with a PostgreSQL --db there is no default)")
-			return nil, nil
-		}
-		f.exec.dir = filepath.Join(filepath.Dir(f.db), "sessions")
+		// under the host cache, which the sandbox user may enter (the database's
+		// directory is usually closed to it)
+		f.exec.dir = filepath.Join(cacheRoot, "workspaces")
 	}
 	bwrap, err := sandbox.FindBwrap()
 	if err != nil {
@@ -212,7 +211,11 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		}
 		opts.Classifier, opts.Builder, opts.Rebaser, opts.SessionDefaults = worker, worker, worker, worker.Current
 	}
-	mgr, err := f.executor(cmd, store, hc)
+	cacheRoot, err := g.cacheDir()
+	if err != nil {
+		return err
+	}
+	mgr, err := f.executor(cmd, store, hc, cacheRoot)
 	if err != nil {
 		return err
 	}
