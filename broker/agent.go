@@ -94,9 +94,16 @@ type sessionState struct {
 // seen no change since the state kept for v; a state read after v and kept under it is
 // only ever newer, and the next read of a newer version reads again. Agents poll env;
 // with this a poll is one read of the session row.
+//
+// Version 0 of a VersionedSessions store is a session with nothing bound or asked: no
+// read at all. Of another store it means nothing (it may keep no versions): read.
 func (s *Server) sessionState(ctx context.Context, se Session) (sessionState, error) {
-	if st, ok := s.states.Get(se.ID); ok && st.version == se.Version && se.Version != 0 {
-		return st, nil // version 0: nothing was ever bound or asked (or a store keeps none)
+	if se.Version == 0 {
+		if _, ok := s.o.Store.(VersionedSessions); ok {
+			return sessionState{}, nil
+		}
+	} else if st, ok := s.states.Get(se.ID); ok && st.version == se.Version {
+		return st, nil
 	}
 	bs, err := s.o.Store.Bindings(ctx, se.ID)
 	if err != nil {

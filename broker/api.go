@@ -82,6 +82,14 @@ type WriteChecker interface {
 	CheckWrite(ctx context.Context) error
 }
 
+// VersionedSessions is a Store that keeps Session.Version as its doc says, from 0: a
+// session at version 0 has never had a binding or a request, and every change GET env
+// shows moves the version in its own transaction. Env is then served from memory while
+// the version read with the session holds, version 0 (nothing to show) included.
+type VersionedSessions interface {
+	VersionsSessions()
+}
+
 // GCer collects layers no binding holds.
 type GCer interface {
 	GC(ctx context.Context) (GCReport, error)

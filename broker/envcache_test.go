@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -95,5 +96,81 @@ func TestBoundAtCreate(t *testing.T) {
 	q := e.request(e.agentA, e.sesA, `"foo==1.0"`)
 	if got := b.enqueued(); len(got) != 1 || got[0] != q.ID || q.State != broker.StateApproved {
 		t.Errorf("queued %v (the other request %s is %s), want only %s", got, q.ID, q.State, q.ID)
+	}
+}
+
+// countingStore counts the reads of a session's bindings and requests that GET env makes.
+type countingStore struct {
+	broker.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingStore) Bindings(ctx context.Context, id string) ([]broker.Binding, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Store.Bindings(ctx, id)
+}
+
+func (c *countingStore) ListRequests(ctx context.Context, f broker.RequestFilter) ([]broker.Request, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Store.ListRequests(ctx, f)
+}
+
+func (c *countingStore) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// versionedCounting is a countingStore that keeps session versions, as the SQL stores do.
+type versionedCounting struct{ *countingStore }
+
+func (versionedCounting) VersionsSessions() {}
+
+// TestEnvOfANewSessionReadsNothing: a session at version 0 of a store that keeps versions
+// has nothing bound or asked, so env reads only its row; a store that does not say so is
+// read every time; after a request, either is read once per version.
+func TestEnvOfANewSessionReadsNothing(t *testing.T) {
+	for _, versioned := range []bool{true, false} {
+		var cs *countingStore
+		e := newEnv(t, func(o *broker.Options) {
+			cs = &countingStore{Store: o.Store}
+			o.Store = cs
+			if versioned {
+				o.Store = versionedCounting{cs}
+			}
+		})
+		get := func() broker.Env {
+			t.Helper()
+			var env broker.Env
+			e.mustDo("GET", "/v1/sessions/"+e.sesA+"/env", e.agentA, "", "", http.StatusOK, &env)
+			return env
+		}
+		for range 3 {
+			if env := get(); len(env.Requests) != 0 || len(env.Bindings) != 0 || env.Bindings == nil || env.Requests == nil {
+				t.Fatalf("versioned=%v: a new session's env: %+v, want empty lists", versioned, env)
+			}
+		}
+		want := 0
+		if !versioned {
+			want = 6
+		}
+		if n := cs.count(); n != want {
+			t.Errorf("versioned=%v: 3 env polls of a new session read bindings and requests %d times, want %d", versioned, n, want)
+		}
+		r := e.request(e.agentA, e.sesA, `"foo==1.0"`)
+		before := cs.count()
+		for range 2 {
+			if env := get(); len(env.Requests) != 1 || env.Requests[0].ID != r.ID {
+				t.Fatalf("versioned=%v: after a request: open %+v, want %s", versioned, env.Requests, r.ID)
+			}
+		}
+		if n := cs.count() - before; n != 2 { // its bindings and requests, once, at the new version
+			t.Errorf("versioned=%v: 2 polls after a request read %d times, want 2", versioned, n)
+		}
 	}
 }

@@ -106,9 +106,14 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) *sql.Ro
 }
 
 var (
-	_ broker.Store        = (*Store)(nil)
-	_ broker.WriteChecker = (*Store)(nil)
+	_ broker.Store             = (*Store)(nil)
+	_ broker.WriteChecker      = (*Store)(nil)
+	_ broker.VersionedSessions = (*Store)(nil)
 )
+
+// VersionsSessions implements broker.VersionedSessions: both dialects' migrations add
+// sessions.version (default 0) and the triggers that move it.
+func (s *Store) VersionsSessions() {}
 
 // New brings db's schema up to date and returns the store; Close closes db.
 func New(ctx context.Context, db *sql.DB, d *Dialect) (*Store, error) {
