@@ -191,7 +191,8 @@ func (r *layoutRepo) PushBlob(ctx context.Context, d v1.Descriptor, open func() 
 }
 
 // PushManifest writes the manifest blob, then (with a tag) points index.json at it. Like a
-// registry, it refuses an image manifest whose config or layers are missing.
+// registry, it refuses an image manifest whose config or layers are missing, and an image
+// index whose manifests are.
 func (r *layoutRepo) PushManifest(ctx context.Context, raw []byte, mediaType, tag string) (v1.Descriptor, error) {
 	desc, err := manifestDesc(raw, mediaType, tag)
 	if err != nil {
@@ -205,6 +206,17 @@ func (r *layoutRepo) PushManifest(ctx context.Context, raw []byte, mediaType, ta
 		for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 			if ok, err := r.HasBlob(ctx, b); err != nil || !ok {
 				return v1.Descriptor{}, fmt.Errorf("%s: pushing manifest %s: it references blob %s, which the layout lacks (%w): push the blobs first", r.Name(), desc.Digest, b.Digest, ErrNotFound)
+			}
+		}
+	}
+	if oci.IsIndex(mediaType) {
+		idx, err := oci.ParseIndex(raw)
+		if err != nil {
+			return v1.Descriptor{}, fmt.Errorf("%s: pushing image index: %w", r.Name(), err)
+		}
+		for _, m := range idx.Manifests {
+			if ok, err := r.HasBlob(ctx, m); err != nil || !ok {
+				return v1.Descriptor{}, fmt.Errorf("%s: pushing image index %s: it references manifest %s, which the layout lacks (%w): push the manifests first", r.Name(), desc.Digest, m.Digest, ErrNotFound)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,7 @@ type Verified struct {
 	Signature *sign.Result   // nil when the policy accepts unsigned artifacts here
 	Unsigned  bool           // verification was skipped by an explicit policy rule
 	Decision  trust.Decision // what the policy said for the repository
+	Index     *IndexChoice   // the image index ref named, which Desc is an entry of; nil when ref named Desc
 }
 
 // ErrNotPylayer: the manifest is not a pylayer artifact.
@@ -42,12 +44,19 @@ var ErrReferenceMismatch = errors.New("signed for another repository")
 // the manifest bytes fetched (and checked against the digest), and the config they name,
 // which must agree with the manifest (CheckConsistent). warn is told when the policy skips
 // verification, every time.
-func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn func(string)) (*Verified, error) {
+//
+// A ref naming an image index of pylayer artifacts (platform.go) is verified through the
+// entry for the host's platform, or the one ForPlatform names: the index's signature when
+// it has one, then the entry's as above; Verified.Index says which index it came from. An
+// index without that platform is an error wrapping ErrNoPlatform that lists the platforms
+// it has.
+func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn func(string), opts ...VerifyOption) (*Verified, error) {
+	o := makeVerifyOptions(opts)
 	dec, err := pol.For(repo.Name())
 	if err != nil {
 		return nil, err
 	}
-	d := v1.Descriptor{Digest: ref.Digest, MediaType: v1.MediaTypeImageManifest}
+	d := v1.Descriptor{Digest: ref.Digest}
 	if d.Digest == "" {
 		if ref.Tag == "" {
 			return nil, fmt.Errorf("%w: %s names no tag or digest", ErrInvalidRef, ref)
@@ -57,26 +66,36 @@ func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn 
 		}
 	}
 	v := &Verified{Ref: ref, Desc: d, Decision: dec}
+	// A digest's media type is not known before its bytes are read: a signature that does
+	// not verify may be an unsigned index's, which the bytes tell.
+	sig, sigErr := checkSignature(ctx, repo, d, dec)
+	if sigErr != nil && (d.MediaType != "" && !oci.IsIndex(d.MediaType) || !errors.Is(sigErr, sign.ErrNoSignature)) {
+		return nil, sigErr
+	}
+	raw, err := repo.Manifest(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	if oci.IsIndex(d.MediaType) || d.MediaType == "" && oci.IsIndex(mediaTypeOf(raw)) {
+		if d, v.Index, err = chooseEntry(repo, d, raw, sig, sigErr, o); err != nil {
+			return nil, err
+		}
+		v.Desc = d
+		if sig, err = checkSignature(ctx, repo, d, dec); err != nil {
+			return nil, fmt.Errorf("%s@%s, the %s entry of the image index %s: %w", repo.Name(), d.Digest, v.Index.Platform, v.Index.Desc.Digest, err)
+		}
+		if raw, err = repo.Manifest(ctx, d); err != nil {
+			return nil, err
+		}
+	} else if sigErr != nil {
+		return nil, sigErr
+	}
+	v.Signature = sig
 	if dec.Unsigned {
 		v.Unsigned = true
 		if warn != nil {
 			warn(fmt.Sprintf("WARNING: NOT verifying the signature of %s@%s: the trust policy accepts unsigned artifacts from %s (rule %q)", repo.Name(), d.Digest, repo.Name(), dec.Rule.Match))
 		}
-	} else {
-		keys, err := sign.LoadVerifier(ctx, dec.Keys...)
-		if err != nil {
-			return nil, err
-		}
-		if v.Signature, err = sign.Verify(ctx, repo, d, keys); err != nil {
-			return nil, err
-		}
-		if err := checkReference(v.Signature, dec, repo.Name(), d); err != nil {
-			return nil, err
-		}
-	}
-	raw, err := repo.Manifest(ctx, d)
-	if err != nil {
-		return nil, err
 	}
 	m, err := oci.ParseManifest(raw)
 	if err != nil {
@@ -85,16 +104,33 @@ func VerifyRef(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, warn 
 	if m.ArtifactType != oci.ArtifactTypeLayer && m.ArtifactType != oci.ArtifactTypePython {
 		return nil, fmt.Errorf("%s@%s: %w (artifactType %q)", repo.Name(), d.Digest, ErrNotPylayer, m.ArtifactType)
 	}
+	if v.Index != nil {
+		if err := checkEntryPlatform(m, v.Index); err != nil {
+			return nil, fmt.Errorf("%s@%s: %w", repo.Name(), d.Digest, err)
+		}
+	}
 	if v.Config, err = readConfig(ctx, repo, m); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", repo.Name(), d.Digest, err)
 	}
 	if err := CheckConsistent(m, v.Config); err != nil {
 		return nil, fmt.Errorf("%s@%s: %w", repo.Name(), d.Digest, err)
 	}
+	v.Desc.MediaType = v1.MediaTypeImageManifest
 	v.Desc.Size = int64(len(raw))
 	v.Desc.ArtifactType = m.ArtifactType
 	v.Manifest = raw
 	return v, nil
+}
+
+// mediaTypeOf reads the mediaType of a manifest or index, if any.
+func mediaTypeOf(raw []byte) string {
+	var m struct {
+		MediaType string `json:"mediaType"`
+	}
+	if json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	return m.MediaType
 }
 
 // checkReference keeps the trusted signatures of res that the rule dec accepts for repo
@@ -142,10 +178,11 @@ func readConfig(ctx context.Context, repo Repo, m *v1.Manifest) ([]byte, error) 
 
 // Pull verifies ref (see VerifyRef, which checks the manifest against its lock before
 // anything is unpacked) and installs it into the host cache, fetching only the blobs the
-// cache lacks, and records that repo admitted it. The installed artifact is then checked
+// cache lacks, and records that repo admitted it (and, for an image index's entry for
+// this host, that the index's digest stands for it: see Ensure). The installed artifact is then checked
 // like every use (CheckUse). It returns the layer root.
-func Pull(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, c *cache.Cache, progress func(cache.Event), warn func(string)) (string, *Verified, error) {
-	v, err := VerifyRef(ctx, repo, ref, pol, warn)
+func Pull(ctx context.Context, repo Repo, ref Ref, pol *trust.Policy, c *cache.Cache, progress func(cache.Event), warn func(string), opts ...VerifyOption) (string, *Verified, error) {
+	v, err := VerifyRef(ctx, repo, ref, pol, warn, opts...)
 	if err != nil {
 		return "", nil, err
 	}

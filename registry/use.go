@@ -113,8 +113,18 @@ func install(ctx context.Context, c *cache.Cache, repo Repo, v *Verified, progre
 	if err := c.Admit(ctx, v.Desc.Digest, v.admission()); err != nil {
 		return "", err
 	}
+	if v.Index != nil && v.Index.Host {
+		// REPO@INDEX stands for this host's entry from now on: Ensure uses it offline.
+		if err := c.SetRef(ctx, indexRef(repo.Name(), v.Index.Desc.Digest), v.Desc.Digest); err != nil {
+			return "", err
+		}
+	}
 	return root, nil
 }
+
+// indexRef is the cache ref that records which entry of the image index d in repo this
+// host uses: "REPO@sha256:<index>" pointing at the entry's manifest digest.
+func indexRef(repo string, d digest.Digest) string { return repo + "@" + d.String() }
 
 // Ensure makes ref usable from the host cache and holds it against gc until release is
 // called. A tag is resolved and verified (network); an artifact the cache lacks is verified
@@ -124,6 +134,10 @@ func install(ctx context.Context, c *cache.Cache, repo Repo, v *Verified, progre
 // and is refused at once when the policy no longer accepts how it was admitted. open opens
 // ref's repository and is called only when the network is needed; warn is told, on every
 // use, when an artifact runs unverified by an explicit rule.
+//
+// A ref naming an image index uses the index's entry for this host (VerifyRef); a digest
+// of an index whose entry this host installed before needs no network either, through the
+// cache ref REPO@INDEX that install records.
 func Ensure(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, open func(context.Context) (Repo, error), progress func(cache.Event), warn func(string)) (*Use, func(), error) {
 	e := &ensurer{c: c, ref: ref, pol: pol, open: open, progress: progress, warn: warn}
 	if ref.Digest == "" {
@@ -131,6 +145,12 @@ func Ensure(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, ope
 			return nil, nil, err
 		}
 		e.ref.Digest = e.v.Desc.Digest
+	} else if _, ok := c.Layer(ref.Digest); !ok {
+		if d, err := c.Ref(ctx, indexRef(ref.Name(), ref.Digest)); err == nil && d != ref.Digest {
+			if _, ok := c.Layer(d); ok {
+				e.ref.Digest = d // the index's entry for this host, installed before
+			}
+		}
 	}
 	release, err := c.Hold(ctx, e.ref.Digest)
 	if err != nil {
@@ -140,6 +160,14 @@ func Ensure(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, ope
 	if err != nil {
 		release()
 		return nil, nil, err
+	}
+	if u.Digest != e.ref.Digest { // ref named an image index: hold its entry instead
+		keep, err := c.Hold(ctx, u.Digest)
+		release()
+		if err != nil {
+			return nil, nil, err
+		}
+		release = keep
 	}
 	return u, release, nil
 }
@@ -174,6 +202,14 @@ func (e *ensurer) use(ctx context.Context) (*Use, error) {
 			if err := e.verify(ctx); err != nil {
 				return nil, err
 			}
+		}
+		if d != e.v.Desc.Digest { // d is an image index: its entry for this host is used
+			d = e.v.Desc.Digest
+			release, err := e.c.Hold(ctx, d)
+			if err != nil {
+				return nil, err
+			}
+			defer release()
 		}
 		if _, err := install(ctx, e.c, e.repo, e.v, e.progress); err != nil {
 			return nil, err
