@@ -44,7 +44,7 @@ func checkFileHash(f File) error {
 	if f.SHA256 == "" {
 		return fmt.Errorf("downloading %s: %w: refusing an unverifiable file (use an index that publishes hashes)", f.Filename, ErrNoHash)
 	}
-	if !sha256HexRe.MatchString(f.SHA256) {
+	if !sha256HexRe().MatchString(f.SHA256) {
 		return fmt.Errorf("downloading %s: %w: the index gave a malformed sha256 %q", f.Filename, ErrNoHash, f.SHA256)
 	}
 	return nil
@@ -171,7 +171,7 @@ func zipFileMetadata(f File, r io.ReaderAt, size, limit int64) ([]byte, error) {
 }
 
 func (c *Client) metadataFile(ctx context.Context, f File) ([]byte, error) {
-	if f.MetadataSHA256 != "" && !sha256HexRe.MatchString(f.MetadataSHA256) {
+	if f.MetadataSHA256 != "" && !sha256HexRe().MatchString(f.MetadataSHA256) {
 		return nil, fmt.Errorf("metadata of %s: the index gave a malformed metadata sha256 %q", f.Filename, f.MetadataSHA256)
 	}
 	resp, err := c.get(ctx, f.URL+".metadata", "")

@@ -28,7 +28,7 @@ type metadataCache struct {
 }
 
 func (m *metadataCache) path(f File) (string, bool) {
-	if m == nil || !sha256HexRe.MatchString(f.SHA256) {
+	if m == nil || !sha256HexRe().MatchString(f.SHA256) {
 		return "", false
 	}
 	return filepath.Join(m.dir, "sha256", f.SHA256), true

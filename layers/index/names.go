@@ -3,8 +3,9 @@ package index
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/pylayer/pylayer/internal/lazyre"
 )
 
 // ErrNotFound reports that the index has no page for a project.
@@ -27,20 +28,20 @@ var ErrInvalidName = errors.New("invalid project name")
 var ErrNoHash = errors.New("no sha256 hash from the index")
 
 var (
-	validNameRe = regexp.MustCompile(`^(?i:[a-z0-9]|[a-z0-9][a-z0-9._-]*[a-z0-9])$`)
-	separatorRe = regexp.MustCompile(`[-_.]+`)
-	sha256HexRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	validNameRe = lazyre.New(`^(?i:[a-z0-9]|[a-z0-9][a-z0-9._-]*[a-z0-9])$`)
+	separatorRe = lazyre.New(`[-_.]+`)
+	sha256HexRe = lazyre.New(`^[0-9a-f]{64}$`)
 )
 
 // Normalize returns the PEP 503 normalized form of a project name: lower
 // case, every run of "-", "_" and "." replaced by a single "-".
 func Normalize(name string) string {
-	return strings.ToLower(separatorRe.ReplaceAllString(name, "-"))
+	return strings.ToLower(separatorRe().ReplaceAllString(name, "-"))
 }
 
 // ValidName reports whether name is a valid distribution name (PEP 508).
 func ValidName(name string) bool {
-	return len(name) <= 200 && validNameRe.MatchString(name)
+	return len(name) <= 200 && validNameRe().MatchString(name)
 }
 
 func checkName(name string) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/pylayer/pylayer/internal/lazyre"
 )
@@ -24,7 +25,9 @@ var versionRE = lazyre.New(`(?i)^v?` +
 	`(?P<dev>[-_\.]?(?P<dev_l>dev)[-_\.]?(?P<dev_n>[0-9]+)?)?)` +
 	`(?:\+(?P<local>[a-z0-9]+(?:[-_\.][a-z0-9]+)*))?$`)
 
-var reGroup = func() map[string]int {
+// reGroup maps versionRE's group names to submatch indexes, built with versionRE on first
+// use: at package initialisation it would compile versionRE for every command.
+var reGroup = sync.OnceValue(func() map[string]int {
 	m := map[string]int{}
 	for i, n := range versionRE().SubexpNames() {
 		if n != "" {
@@ -32,7 +35,7 @@ var reGroup = func() map[string]int {
 		}
 	}
 	return m
-}()
+})
 
 // Version is a parsed PEP 440 version. It is immutable; compare versions
 // with Compare or Equal, never with ==. The zero Version is not valid.
@@ -67,7 +70,8 @@ func Parse(s string) (Version, error) {
 	if m == nil {
 		return Version{}, fmt.Errorf("parsing version %q: %w", s, ErrInvalidVersion)
 	}
-	g := func(name string) string { return m[reGroup[name]] }
+	groups := reGroup()
+	g := func(name string) string { return m[groups[name]] }
 	var v Version
 	var err error
 	num := func(d string) int {
