@@ -4,7 +4,9 @@
 // attach its SPDX SBOM (oci/sbom) as an in-toto attestation signed with the same key
 // (unless that key attested it already; an artifact published without one gets it from
 // its blobs in the repository), and point extra tags at it. `pylayer publish`, `pylayer interpreter publish` and the
-// broker's builder all publish through Publish.
+// broker's builder all publish through Publish. PublishIndex publishes the
+// artifacts of one requirements set locked for several platforms, each through Publish, and
+// puts them under one tag as a signed OCI image index (oci.PlatformIndex).
 //
 // It sits below the CLI and the broker and above registry: it may import layers, oci and
 // registry, and must never import broker, sandbox, catalog or the CLI.

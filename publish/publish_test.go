@@ -57,6 +57,13 @@ func fixture(t *testing.T) (registry.Repo, sign.Signer, *sign.Verifier) {
 // (a tree with the wheel's METADATA) is written into dir.
 func artifact(t *testing.T, dir, version string) oci.Artifact {
 	t.Helper()
+	return artifactFor(t, dir, version, "manylinux_2_28_x86_64")
+}
+
+// artifactFor is artifact locked for the wheel platform tag, annotated as
+// oci.LayerArtifact annotates it.
+func artifactFor(t *testing.T, dir, version, platform string) oci.Artifact {
+	t.Helper()
 	tree := filepath.Join(dir, "tree")
 	for name, body := range map[string]string{
 		"site-packages/m.py": "x = 1\n",
@@ -78,7 +85,7 @@ func artifact(t *testing.T, dir, version string) oci.Artifact {
 	if err := os.WriteFile(path, blob.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	tg, err := target.FromFlags("3.11", platform)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +98,7 @@ func artifact(t *testing.T, dir, version string) oci.Artifact {
 	}
 	return oci.Artifact{ArtifactType: oci.ArtifactTypeLayer, Config: content,
 		Layers:      []oci.LayerBlob{{Path: path, Desc: desc, Title: oci.BlobTitle(whl), Wheel: whl, WheelSHA256: digest.FromString("m").Encoded()}},
-		Annotations: map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: lock.KeyOf(content)}}
+		Annotations: map[string]string{oci.AnnotationKind: "base", oci.AnnotationKey: lock.KeyOf(content), oci.AnnotationPython: "3.11", oci.AnnotationPlatform: platform}}
 }
 
 // TestPublish: the first publish builds, pushes, signs, attests its SBOM and tags; the
