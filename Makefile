@@ -20,9 +20,12 @@ DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-w
 
 all: build
 
+# CGO_ENABLED=0: a static binary starts without the dynamic loader and libc (~0.35 ms of
+# every command, `run` and `--version` included), and looks users up in /etc/passwd and
+# /etc/group itself; nothing in pylayer needs cgo (its SQLite is pure Go).
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/pylayer ./cmd/pylayer
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/pylayer ./cmd/pylayer
 
 # deps installs what is missing, and nothing when all is there: Debian's packages, the .deb
 # files the fixtures repack (into $(DEBS)) and axe-core (into $(TOOLS)/axe-core) for the web

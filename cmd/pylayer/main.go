@@ -12,6 +12,9 @@ import (
 )
 
 func main() {
+	if cli.IsVersion(os.Args[1:]) { // before the signal handling starts: nothing to cancel
+		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

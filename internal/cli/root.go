@@ -126,11 +126,15 @@ func (g *globals) print(w io.Writer, v any, text string) error {
 	return err
 }
 
+// IsVersion reports whether args asks only for pylayer's version, which Main answers
+// before it builds anything.
+func IsVersion(args []string) bool { return len(args) == 1 && args[0] == "--version" }
+
 // Main runs the command line args and returns the process's exit status: a sandboxed
 // command's own (it already said why it failed), 1 for an error, which it prints to stderr:
 // as text, or with --json as {"error": ..., "hint": ...}.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 1 && args[0] == "--version" {
+	if IsVersion(args) {
 		// Answered before the command tree is built: scripts call this to probe for pylayer.
 		fmt.Fprintln(stdout, "pylayer version "+Version())
 		return 0
