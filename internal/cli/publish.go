@@ -30,10 +30,15 @@ type publishFlags struct {
 func newPublishCmd(g *globals) *cobra.Command {
 	f := &publishFlags{}
 	cmd := &cobra.Command{
-		Use: "publish LOCK --repo REPO --key cosign.key",
+		Use: "publish LOCK... --repo REPO --key cosign.key",
 		Example: `  # CI: build, push and sign the base, and move the tag new sessions get
   COSIGN_PASSWORD=... pylayer publish base.lock.json --repo registry.internal/team/pylayer --key ci.key \
-    --index-url https://pypi.internal/simple --interpreter /usr/bin/python3.11 --tag current`,
+    --index-url https://pypi.internal/simple --interpreter /usr/bin/python3.11 --tag current
+
+  # the same requirements locked for two platforms, under one multi-platform tag
+  pylayer lock -r requirements.txt --python 3.11 --platform manylinux_2_28_x86_64 -o amd64.lock.json
+  pylayer lock -r requirements.txt --python 3.11 --platform manylinux_2_28_aarch64 -o arm64.lock.json
+  pylayer publish amd64.lock.json arm64.lock.json --repo registry.internal/team/pylayer --key ci.key --tag current`,
 		Short: "Build (or reuse), push and sign a layer; prints REPO@sha256:...",
 		Long: `Build the layer of a lock (or reuse the one already built for its key), push it to a
 registry repository or an OCI layout (oci:DIR) tagged <kind>-<key>, and sign it with a
@@ -41,9 +46,19 @@ cosign key (classic tag-based signature, no transparency log; the password comes
 COSIGN_PASSWORD), with its SPDX SBOM attached as an attestation signed by the same key
 (cosign verify-attestation --type spdxjson checks it, pylayer sbom prints it). Blobs the
 repository has are not uploaded again; an interrupted publish can be run again and
-completes.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runPublish(cmd, g, f, args[0]) },
+completes.
+
+With several locks (the same requirements locked for different platforms), each is
+published as above, and --tag names an OCI image index of them all, signed too, with one
+entry per platform (linux/amd64, linux/arm64, ...): pull and run take the host's entry
+(pull --platform another). The locks must be of one kind and differ by platform.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return runPublishIndex(cmd, g, f, args)
+			}
+			return runPublish(cmd, g, f, args[0])
+		},
 	}
 	f.regFlags.register(cmd)
 	fl := cmd.Flags()
@@ -51,7 +66,7 @@ completes.`,
 	fl.StringVar(&f.key, "key", "", "cosign private key file (required)")
 	fl.StringVar(&f.indexURL, "index-url", os.Getenv("PYLAYER_INDEX_URL"), "index to fetch wheels from when building (default $PYLAYER_INDEX_URL, else the lock's URLs)")
 	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix (or python3) to compile .pyc with")
-	fl.StringArrayVar(&f.tags, "tag", nil, "also point this tag at the artifact, e.g. current (repeatable)")
+	fl.StringArrayVar(&f.tags, "tag", nil, "also point this tag at the artifact (with several locks: at their image index), e.g. current (repeatable)")
 	fl.StringVar(&f.mountFrom, "mount-from", "", "another repository on the same registry whose blobs are mounted instead of uploaded")
 	return cmd
 }
@@ -71,13 +86,20 @@ type publishResult struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
-	ctx := cmd.Context()
+func (f *publishFlags) check() error {
 	if f.repo == "" {
 		return errors.New("--repo is required: a registry repository (HOST[:PORT]/path) or oci:DIR")
 	}
 	if f.key == "" {
 		return errors.New("--key is required: the cosign private key to sign with (make one with pylayer keygen)")
+	}
+	return nil
+}
+
+func runPublish(cmd *cobra.Command, g *globals, f *publishFlags, lockPath string) error {
+	ctx := cmd.Context()
+	if err := f.check(); err != nil {
+		return err
 	}
 	st, err := stampedLock(cmd, g, lockPath, f.indexURL, f.interpreter)
 	if err != nil {

@@ -28,10 +28,28 @@ type verifyResult struct {
 	// Attestation is the artifact's SBOM attestation (pylayer sbom prints the document).
 	Attestation attestationReport `json:"attestation"`
 	Manifest    json.RawMessage   `json:"-"`
+	// Index is the multi-platform image index REF named, of which this is an entry.
+	Index *indexReport `json:"index,omitempty"`
+}
+
+// indexReport says which image index an artifact was chosen from.
+type indexReport struct {
+	Digest   string `json:"digest"`
+	Platform string `json:"platform"` // the entry's
+	Signed   bool   `json:"signed"`   // the index's own signature verified (unsigned indexes are accepted)
+}
+
+func (x *indexReport) text() string {
+	signed := "unsigned"
+	if x.Signed {
+		signed = "signed"
+	}
+	return fmt.Sprintf("the %s entry of image index %s (%s)", x.Platform, x.Digest, signed)
 }
 
 func newVerifyCmd(g *globals) *cobra.Command {
 	f := &regFlags{}
+	var platform string
 	cmd := &cobra.Command{
 		Use: "verify REF --trust cosign.pub",
 		Example: `  pylayer verify registry.internal/team/pylayer:current --trust cosign.pub
@@ -40,11 +58,15 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
+			opts, err := platformOption(platform)
+			if err != nil {
+				return err
+			}
 			ref, repo, pol, err := f.openTrusted(cmd, args[0])
 			if err != nil {
 				return err
 			}
-			v, err := registry.VerifyRef(ctx, repo, ref, pol, warner(cmd))
+			v, err := registry.VerifyRef(ctx, repo, ref, pol, warner(cmd), opts...)
 			if err != nil {
 				return err
 			}
@@ -53,6 +75,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 				return err
 			}
 			res := verifyResult{Ref: repo.Name() + "@" + v.Desc.Digest.String(), Digest: v.Desc.Digest.String(), Verified: !v.Unsigned}
+			if v.Index != nil {
+				res.Index = &indexReport{Digest: v.Index.Desc.Digest.String(), Platform: v.Index.Platform.String(), Signed: v.Index.Signature != nil}
+			}
 			if v.Signature != nil {
 				for _, s := range v.Signature.Verified {
 					res.SignedBy = append(res.SignedBy, s.KeyID+" ("+s.KeySource+")")
@@ -77,6 +102,9 @@ func newVerifyCmd(g *globals) *cobra.Command {
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintf(w, "%s\nsigned by:\t%s\nsbom:\t%s\nkind:\t%s\nkey:\t%s\ntarget:\t%s\n", res.Ref, strings.Join(res.SignedBy, ", "), res.Attestation.text(), res.Kind, res.Key, res.Target)
+			if res.Index != nil {
+				fmt.Fprintf(w, "index:\t%s\n", res.Index.text())
+			}
 			if res.Base != "" {
 				fmt.Fprintf(w, "base:\t%s\n", res.Base)
 			}
@@ -88,6 +116,7 @@ func newVerifyCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.register(cmd)
+	registerPlatform(cmd, &platform)
 	return cmd
 }
 
