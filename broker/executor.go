@@ -27,7 +27,8 @@ type Executor interface {
 	Cancel(ctx context.Context, runID string) error
 	// RunSession says whose run runID is, for the auth check before Cancel.
 	RunSession(runID string) (sessionID string, ok bool)
-	// Runs lists up to limit of the session's recent runs, newest first.
+	// Runs lists up to limit of the session's recent runs, newest first: a run under way
+	// first, with status RunRunning, so that a call refused with ErrBusy can name it.
 	Runs(sessionID string, limit int) []RunInfo
 	// PutFile writes body to path (relative to the workspace), replacing it; a body past
 	// the executor's cap is ErrTooLarge and leaves nothing behind.
@@ -54,7 +55,20 @@ const (
 	RunError     = "error"
 	RunTimeout   = "timeout"
 	RunCancelled = "cancelled"
+	// RunRunning is a run still under way, in RunInfo only.
+	RunRunning = "running"
 )
+
+// SessionSource is what an Executor reads, on every call, of the session it runs: the
+// session and its bindings, whose digests say which layers its process must hold. A
+// Store is one, on the broker's own host; GrantedSessions is the one of a sandbox host
+// serving a remote broker (NewExecHost), which has no database.
+type SessionSource interface {
+	GetSession(ctx context.Context, id string) (Session, error)
+	Bindings(ctx context.Context, sessionID string) ([]Binding, error)
+}
+
+var _ SessionSource = Store(nil)
 
 // Run kinds of RunInfo.
 const (
@@ -150,9 +164,9 @@ type RunInfo struct {
 	RunID      string    `json:"run_id"`
 	SessionID  string    `json:"session_id"`
 	Kind       string    `json:"kind"` // RunKindExec or RunKindShell
-	Status     string    `json:"status"`
+	Status     string    `json:"status"` // a Run* status; RunRunning while under way
 	Started    time.Time `json:"started"`
-	DurationMS int64     `json:"duration_ms"`
+	DurationMS int64     `json:"duration_ms"` // so far, while running
 	Summary    string    `json:"summary"` // the first line of the code, at most 80 characters
 }
 

@@ -106,10 +106,8 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 	req.Timeout = timeout.Seconds()
 	extend := s.longCall(w, timeout)
 	start := time.Now()
-	live := &liveRun{s: s, session: se.ID}
-	defer live.end()
 	if !wantsNDJSON(r) {
-		res, err := s.o.Executor.Exec(r.Context(), se, req, live.watch(nil))
+		res, err := s.o.Executor.Exec(r.Context(), se, req, nil)
 		s.logRun(r, t, se, RunKindExec, res.RunID, res.Status, start, err)
 		if err != nil {
 			s.executorError(w, r, se, err)
@@ -119,7 +117,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 		return
 	}
 	st := &eventStream{w: w, extend: extend}
-	res, err := s.o.Executor.Exec(r.Context(), se, req, live.watch(st.emit))
+	res, err := s.o.Executor.Exec(r.Context(), se, req, st.emit)
 	s.logRun(r, t, se, RunKindExec, res.RunID, res.Status, start, err)
 	if !st.close() { // nothing was sent: the answer may still be an error status
 		if err != nil {
@@ -135,40 +133,6 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 	}
 	res = normalResult(res)
 	st.write(ExecEvent{Type: EventResult, RunID: res.RunID, Result: &res})
-}
-
-// liveRun records, from its start event, the run of an exec call while it runs, so that a
-// call refused meanwhile (ErrBusy) can name the run to wait for or cancel.
-type liveRun struct {
-	s       *Server
-	session string
-	mu      sync.Mutex
-	id      string
-}
-
-// watch is emit (which may be nil) seeing each event first.
-func (l *liveRun) watch(emit func(ExecEvent)) func(ExecEvent) {
-	return func(ev ExecEvent) {
-		if ev.Type == EventStart && ev.RunID != "" {
-			l.mu.Lock()
-			l.id = ev.RunID
-			l.mu.Unlock()
-			l.s.live.Store(l.session, ev.RunID)
-		}
-		if emit != nil {
-			emit(ev)
-		}
-	}
-}
-
-// end forgets the run, unless a newer call of the session has replaced it.
-func (l *liveRun) end() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.id != "" {
-		l.s.live.CompareAndDelete(l.session, l.id)
-	}
-	l.id = "" // a late event of the executor records nothing that stays
 }
 
 // normalResult is res as the API answers it: outputs a list, never null.
@@ -520,17 +484,9 @@ func (s *Server) executorMessage(r *http.Request, se Session, err error) (string
 	msg := RedactPaths(err.Error())
 	switch {
 	case errors.Is(err, ErrBusy):
-		run := ""
-		if v, ok := s.live.Load(se.ID); ok {
-			run = v.(string)
-		}
-		for _, ri := range s.o.Executor.Runs(se.ID, 8) {
-			if run != "" {
-				break
-			}
-			if !endedRun(ri.Status) {
-				run = ri.RunID // the newest still running: a shell call, which has no start event
-			}
+		run := "" // the run under way, which the executor lists first
+		if l := s.o.Executor.Runs(se.ID, 1); len(l) == 1 && l[0].Status == RunRunning {
+			run = l[0].RunID
 		}
 		if run == "" {
 			return fmt.Sprintf("another call of session %s is running; calls of a session are serialised: wait for it or cancel it with POST /v1/runs/{run_id}/cancel (GET /v1/sessions/%s/runs names it)", se.ID, se.ID), http.StatusConflict
@@ -548,15 +504,6 @@ func (s *Server) executorMessage(r *http.Request, se Session, err error) (string
 		return "the call was cancelled: the client went away", 499
 	}
 	return "internal error", http.StatusInternalServerError
-}
-
-// endedRun reports whether a run's status is final.
-func endedRun(status string) bool {
-	switch status {
-	case RunOK, RunError, RunTimeout, RunCancelled:
-		return true
-	}
-	return false
 }
 
 // executorError answers an executor's error with its status.

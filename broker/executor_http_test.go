@@ -139,10 +139,20 @@ func (f *fakeExecutor) Exec(ctx context.Context, s broker.Session, req broker.Ex
 }
 
 func (f *fakeExecutor) Shell(ctx context.Context, s broker.Session, req broker.ShellRequest) (broker.ShellResult, error) {
-	id, _ := f.begin(s, broker.RunKindShell, req.Command)
-	defer f.end(id, broker.RunOK)
+	id, cancel := f.begin(s, broker.RunKindShell, req.Command)
+	status := broker.RunOK
+	defer func() { f.end(id, status) }()
 	if err := f.fail(req.Command); err != nil {
 		return broker.ShellResult{}, err
+	}
+	if req.Command == "block" {
+		f.started <- id
+		select {
+		case <-cancel:
+		case <-ctx.Done():
+		}
+		status = broker.RunCancelled
+		return broker.ShellResult{RunID: id, Status: status, ExitCode: -1}, nil
 	}
 	return broker.ShellResult{RunID: id, Status: broker.RunOK, Stdout: "ran " + req.Command + "\n"}, nil
 }
@@ -169,10 +179,12 @@ func (f *fakeExecutor) RunSession(runID string) (string, bool) {
 func (f *fakeExecutor) Runs(sessionID string, limit int) []broker.RunInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var l []broker.RunInfo
-	for _, r := range f.runs {
-		if r.SessionID == sessionID && len(l) < limit && r.Status != "running" { // as broker/executor's: ended runs only
-			l = append(l, r)
+	var l []broker.RunInfo // as broker/executor's: the run under way first, then the ended ones
+	for _, running := range []bool{true, false} {
+		for _, r := range f.runs {
+			if r.SessionID == sessionID && len(l) < limit && (r.Status == broker.RunRunning) == running {
+				l = append(l, r)
+			}
 		}
 	}
 	return l
@@ -537,6 +549,33 @@ func TestCancelRun(t *testing.T) {
 	e.mustDo("GET", "/v1/sessions/"+e.sesB+"/runs", e.agentB, "", "", 200, &l)
 	if len(l.Runs) != 0 || !strings.Contains(e.logs.String(), `"msg":"run cancel"`) {
 		t.Errorf("session B's runs = %+v", l)
+	}
+}
+
+// TestShellRunInFlight: a shell call under way is listed as running, the 409 of a call
+// meanwhile names it, and cancelling it ends the shell call.
+func TestShellRunInFlight(t *testing.T) {
+	e, fx := execEnv(t, nil)
+	done := make(chan broker.ShellResult, 1)
+	go func() {
+		_, _, b := e.do("POST", "/v1/sessions/"+e.sesA+"/shell", e.agentA, "application/json", `{"command": "block"}`)
+		var res broker.ShellResult
+		_ = json.Unmarshal(b, &res)
+		done <- res
+	}()
+	run := <-fx.started
+	var l broker.RunList
+	e.mustDo("GET", "/v1/sessions/"+e.sesA+"/runs", e.agentA, "", "", 200, &l)
+	if len(l.Runs) != 1 || l.Runs[0].RunID != run || l.Runs[0].Status != broker.RunRunning || l.Runs[0].Kind != broker.RunKindShell {
+		t.Fatalf("runs while the shell call runs = %+v", l)
+	}
+	code, _, b := e.do("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, "application/json", `{"code": "busy"}`)
+	if want := "(run " + run + ")"; code != 409 || !strings.Contains(string(b), want) || !strings.Contains(string(b), "/v1/runs/"+run+"/cancel") {
+		t.Errorf("busy during a shell call = %d %s, want 409 naming %s", code, b, run)
+	}
+	e.mustDo("POST", "/v1/runs/"+run+"/cancel", e.agentA, "", "", 202, nil)
+	if res := <-done; res.RunID != run || res.Status != broker.RunCancelled {
+		t.Errorf("the cancelled shell call answered %+v", res)
 	}
 }
 

@@ -62,11 +62,11 @@ func short(ref string) string {
 
 // current reads what s is bound to now: one GetSession and one Bindings.
 func (m *Manager) current(ctx context.Context, id string) (binding, error) {
-	s, err := m.o.Store.GetSession(ctx, id)
+	s, err := m.o.Sessions.GetSession(ctx, id)
 	if err != nil {
 		return binding{}, fmt.Errorf("session %s: %w", id, err)
 	}
-	bs, err := m.o.Store.Bindings(ctx, id)
+	bs, err := m.o.Sessions.Bindings(ctx, id)
 	if err != nil {
 		return binding{}, fmt.Errorf("session %s: reading its bindings: %w", id, err)
 	}
@@ -119,7 +119,8 @@ func (m *Manager) begin(ctx context.Context, sid, kind, summary string, emit fun
 	id := newRunID()
 	c := &call{m: m, s: s, id: id, kind: kind, summary: summary, started: m.o.Now(), status: broker.RunError}
 	c.ctx, c.cancel = context.WithCancel(ctx)
-	m.active[id] = &activeRun{session: sid, cancel: c.cancel}
+	m.active[id] = &activeRun{cancel: c.cancel, info: broker.RunInfo{RunID: id, SessionID: sid, Kind: kind,
+		Status: broker.RunRunning, Started: c.started.UTC(), Summary: summary}}
 	m.calls.Add(1)
 	m.mu.Unlock()
 	c.emit = func(e broker.ExecEvent) {
@@ -443,7 +444,7 @@ func (m *Manager) Cancel(ctx context.Context, runID string) error {
 	defer m.mu.Unlock()
 	if a := m.active[runID]; a != nil {
 		a.cancel()
-		m.o.Logger.Info("session call cancelled", "session", a.session, "run", runID)
+		m.o.Logger.Info("session call cancelled", "session", a.info.SessionID, "run", runID, "kind", a.info.Kind)
 		return nil
 	}
 	if _, ok := m.owner[runID]; ok {
@@ -457,23 +458,34 @@ func (m *Manager) RunSession(runID string) (string, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if a := m.active[runID]; a != nil {
-		return a.session, true
+		return a.info.SessionID, true
 	}
 	id, ok := m.owner[runID]
 	return id, ok
 }
 
-// Runs lists up to limit (<= 0: all kept, at most 50) of the session's finished
-// runs, newest first.
+// Runs lists up to limit (<= 0: all kept, at most 50 and the one under way) of the
+// session's runs, newest first: the run under way, if any (broker.RunRunning, its
+// duration so far), then the finished ones.
 func (m *Manager) Runs(sessionID string, limit int) []broker.RunInfo {
+	now := m.o.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	s := m.sessions[sessionID]
 	if s == nil {
 		return []broker.RunInfo{}
 	}
-	out := slices.Clone(s.runs)
-	slices.Reverse(out)
+	out := make([]broker.RunInfo, 0, len(s.runs)+1)
+	for _, a := range m.active { // one at most: calls of a session are serialised
+		if a.info.SessionID == sessionID {
+			ri := a.info
+			ri.DurationMS = max(now.Sub(ri.Started).Milliseconds(), 0)
+			out = append(out, ri)
+		}
+	}
+	for i := len(s.runs) - 1; i >= 0; i-- {
+		out = append(out, s.runs[i])
+	}
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}

@@ -138,9 +138,17 @@ func (k *fakeKernel) Exec(ctx context.Context, code string, timeout time.Duratio
 }
 
 func (k *fakeKernel) Shell(ctx context.Context, command string, timeout time.Duration) (broker.ShellResult, string, error) {
-	if command == "crash" {
+	switch command {
+	case "crash":
 		k.die()
 		return broker.ShellResult{Status: broker.RunError, ExitCode: -1}, "killed", nil
+	case "wait": // as exec's: tells entered, waits for release or the end of ctx
+		k.h.entered <- k
+		select {
+		case <-k.h.release:
+		case <-ctx.Done():
+			return broker.ShellResult{Status: broker.RunCancelled, ExitCode: -1}, "", nil
+		}
 	}
 	return broker.ShellResult{Status: broker.RunOK, Stdout: command}, "", nil
 }
@@ -175,7 +183,7 @@ func newHarness(t *testing.T, edit func(*Options)) *harness {
 	h := &harness{t: t, clock: &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)},
 		store:   &fakeStore{sessions: map[string]broker.Session{}, bindings: map[string][]broker.Binding{}},
 		entered: make(chan *fakeKernel, 16), release: make(chan struct{}), root: t.TempDir()}
-	o := Options{Store: h.store, Repo: "reg.example/team/pylayer", Root: h.root, Now: h.clock.Now, tick: -1,
+	o := Options{Sessions: h.store, Repo: "reg.example/team/pylayer", Root: h.root, Now: h.clock.Now, tick: -1,
 		start: h.start, assemble: fakeAssemble,
 		hostIdentity: func(context.Context, string) (sandbox.Identity, error) {
 			return sandbox.Identity{UID: os.Geteuid(), GID: os.Getegid()}, nil

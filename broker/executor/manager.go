@@ -31,9 +31,11 @@ const keepRuns = 50
 // pingTimeout bounds one health check.
 const pingTimeout = 5 * time.Second
 
-// Options configure a Manager. Store, Root and (for real sessions) Bwrap are required.
+// Options configure a Manager. Sessions, Root and (for real sessions) Bwrap are required.
 type Options struct {
-	Store    broker.Store     // read on every call: the session and its bindings
+	// Sessions is read on every call, the session and its bindings: the broker's Store
+	// on its own host, broker.GrantedSessions on a sandbox host of a remote broker.
+	Sessions broker.SessionSource
 	Repo     string           // repository of the sessions' interpreter and base digests
 	Assembly assemble.Options // how layers reach the host cache, as pylayer run has them
 	Bwrap    string           // the bwrap binary (sandbox.FindBwrap)
@@ -118,15 +120,16 @@ type proc struct {
 	started time.Time
 }
 
+// activeRun is a run under way: Runs lists it (RunRunning), Cancel ends it.
 type activeRun struct {
-	session string
-	cancel  context.CancelFunc
+	info   broker.RunInfo
+	cancel context.CancelFunc
 }
 
 // New returns a Manager; Close stops its processes.
 func New(o Options) (*Manager, error) {
-	if o.Store == nil {
-		return nil, errors.New("executor: Options.Store is required")
+	if o.Sessions == nil {
+		return nil, errors.New("executor: Options.Sessions is required: the broker's Store, or broker.GrantedSessions on a sandbox host")
 	}
 	if o.Root == "" {
 		return nil, errors.New("executor: Options.Root is required: the directory of the sessions' workspaces (--sessions-dir)")

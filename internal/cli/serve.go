@@ -124,7 +124,7 @@ func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.
 	ao := f.assembly(cmd, hc)
 	ao.Progress = nil // no progress bars from a server
 	ao.Warn = func(s string) { log.Warn(s) }
-	m, err := executor.New(executor.Options{Store: store, Repo: f.repo, Assembly: ao, Bwrap: bwrap, User: f.user,
+	m, err := executor.New(executor.Options{Sessions: store, Repo: f.repo, Assembly: ao, Bwrap: bwrap, User: f.user,
 		Limits: lim, Root: f.exec.dir, IdleTimeout: f.exec.idle, MaxLive: f.exec.maxLive, MaxFile: f.exec.maxFile,
 		Logger: log})
 	if err != nil {
