@@ -94,7 +94,7 @@ func TestPublishPlatformIndex(t *testing.T) {
 	}
 
 	for _, c := range [][]string{
-		{"publish", hostLock, otherLock, "--repo", repo, "--key", priv},            // no --tag
+		{"publish", hostLock, otherLock, "--repo", repo, "--key", priv},              // no --tag
 		{"publish", hostLock, hostLock, "--repo", repo, "--key", priv, "--tag", "x"}, // one platform twice
 	} {
 		if _, _, err := e.run(c...); err == nil {
