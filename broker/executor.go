@@ -163,11 +163,11 @@ type ShellResult struct {
 type RunInfo struct {
 	RunID      string    `json:"run_id"`
 	SessionID  string    `json:"session_id"`
-	Kind       string    `json:"kind"` // RunKindExec or RunKindShell
+	Kind       string    `json:"kind"`   // RunKindExec or RunKindShell
 	Status     string    `json:"status"` // a Run* status; RunRunning while under way
 	Started    time.Time `json:"started"`
 	DurationMS int64     `json:"duration_ms"` // so far, while running
-	Summary    string    `json:"summary"` // the first line of the code, at most 80 characters
+	Summary    string    `json:"summary"`     // the first line of the code, at most 80 characters
 }
 
 // File types of FileInfo.
