@@ -36,6 +36,28 @@ func curatedIndex(ctx context.Context, t testing.TB) string {
 	return curatedDir
 }
 
+// curatedDeploy is the curated base published on the Debian interpreter artifact.
+type curatedDeploy struct {
+	url      string    // the index serving the curated wheels
+	py, base published // the interpreter and the base layer
+}
+
+// publishCurated serves the curated wheels, publishes the interpreter (with pyExtra, e.g.
+// --tag python-current), locks the curated requirements for it and publishes the base
+// built with .pyc by that interpreter (with baseExtra, e.g. --tag current), into repo.
+func publishCurated(ctx context.Context, t *testing.T, h *host, repo, priv, pub string, pyExtra, baseExtra []string) curatedDeploy {
+	t.Helper()
+	c := curatedDeploy{url: serveIndex(t, curatedIndex(ctx, t))}
+	c.py = publishInterpreter(ctx, t, h, repo, priv, pyExtra...)
+	lockPath := filepath.Join(h.home, "curated.lock.json")
+	h.must(ctx, t, append(append([]string{"lock"}, curatedRequirements...), "--index-url", c.url, "--python-from", c.py.Ref, "--trust", pub, "-o", lockPath)...)
+	out := h.must(ctx, t, append([]string{"publish", lockPath, "--repo", repo, "--key", priv, "--index-url", c.url, "--interpreter", pythonPrefix(t), "--json"}, baseExtra...)...)
+	if err := json.Unmarshal([]byte(out), &c.base); err != nil {
+		t.Fatalf("pylayer publish --json: %v", err)
+	}
+	return c
+}
+
 // curatedRequirements are what the design's curated base names (python-pptx and
 // pdfplumber are not in Debian 12; pdfminer.six, which pdfplumber is built on, is).
 var curatedRequirements = []string{"python-docx", "openpyxl", "xlsxwriter", "lxml", "pillow", "numpy", "matplotlib",
@@ -124,20 +146,12 @@ func TestCuratedBase(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := curatedIndex(ctx, t)
-	url := serveIndex(t, dir)
 	h := newHost(t)
 	repo := "oci:" + filepath.Join(sharedDir(t), "repo")
 	priv, pub := h.keygen(ctx, t, "ci")
-	py := publishInterpreter(ctx, t, h, repo, priv)
+	c := publishCurated(ctx, t, h, repo, priv, pub, nil, nil)
+	py, base := c.py, c.base
 	trust := []string{"--trust", pub}
-	lockPath := filepath.Join(h.home, "curated.lock.json")
-	h.must(ctx, t, append(append(append([]string{"lock"}, curatedRequirements...), "--index-url", url, "--python-from", py.Ref, "-o", lockPath), trust...)...)
-	var base published
-	out := h.must(ctx, t, "publish", lockPath, "--repo", repo, "--key", priv, "--index-url", url, "--interpreter", pythonPrefix(t), "--json")
-	if err := json.Unmarshal([]byte(out), &base); err != nil {
-		t.Fatalf("pylayer publish --json: %v", err)
-	}
 	ws, cache := sharedDir(t), sharedDir(t)
 	session := func(args ...string) result {
 		return h.run(ctx, t, append(append(append([]string{"run"}, trust...), "--python", py.Ref, "--layer", base.Ref,

@@ -46,15 +46,10 @@ func TestExecCuratedPNG(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	dir := curatedIndex(ctx, t)
-	url := serveIndex(t, dir)
 	h := newHost(t)
 	repo := "oci:" + filepath.Join(sharedDir(t), "repo")
 	priv, pub := h.keygen(ctx, t, "ci")
-	py := publishInterpreter(ctx, t, h, repo, priv, "--tag", "python-current")
-	lockPath := filepath.Join(h.home, "curated.lock.json")
-	h.must(ctx, t, append(append([]string{"lock"}, curatedRequirements...), "--index-url", url, "--python-from", py.Ref, "--trust", pub, "-o", lockPath)...)
-	h.must(ctx, t, "publish", lockPath, "--repo", repo, "--key", priv, "--index-url", url, "--interpreter", pythonPrefix(t), "--tag", "current")
+	c := publishCurated(ctx, t, h, repo, priv, pub, []string{"--tag", "python-current"}, []string{"--tag", "current"})
 	catalog := filepath.Join(h.home, "catalog.json")
 	names, _ := json.Marshal(curatedRequirements)
 	if err := os.WriteFile(catalog, []byte(`{"base": `+string(names)+`, "allow": []}`), 0o644); err != nil {
@@ -66,7 +61,7 @@ func TestExecCuratedPNG(t *testing.T) {
 	}
 	b := &exBroker{owner: h.must(ctx, t, "token", "create", "--db", db, "--role", "owner", "--subject", "alice"), stderr: &syncBuf{}}
 	cmd := h.command(context.Background(), t, "serve", "--listen", "127.0.0.1:0", "--db", db, "--catalog", catalog,
-		"--repo", repo, "--key", priv, "--index-url", url, "--trust", pub)
+		"--repo", repo, "--key", priv, "--index-url", c.url, "--trust", pub)
 	cmd.Stderr = b.stderr
 	t.Cleanup(func() {
 		if t.Failed() {
