@@ -12,32 +12,6 @@ import (
 	"time"
 )
 
-// execOutput is the part of an exec answer these tests read.
-type execOutput struct {
-	Status  string `json:"status"`
-	Stdout  string `json:"stdout"`
-	Stderr  string `json:"stderr"`
-	Outputs []struct {
-		MIME string `json:"mime"`
-		Data string `json:"data"`
-	} `json:"outputs"`
-	Error *struct {
-		EName, EValue string
-	} `json:"error"`
-	Restarted     bool   `json:"restarted"`
-	RestartReason string `json:"restart_reason"`
-}
-
-func execCall(t *testing.T, b *exBroker, s exSession, code string) execOutput {
-	t.Helper()
-	st, body := b.do(t, "POST", "/v1/sessions/"+s.id+"/exec", s.agent, map[string]any{"code": code, "timeout": 120})
-	var r execOutput
-	if st != 200 || json.Unmarshal(body, &r) != nil {
-		t.Fatalf("exec %q: %d %s", code, st, body)
-	}
-	return r
-}
-
 // TestExecCuratedPNG: a warm session on the curated base (interpreter python-current, base
 // current, as a broker hands them to new sessions) draws with matplotlib; the figure the
 // cell shows comes back as an image/png output, and one it saves lands in the workspace;
@@ -71,15 +45,15 @@ func TestExecCuratedPNG(t *testing.T) {
 	_, b.url = startServer(t, cmd, 15*time.Second)
 	s := b.session(t)
 
-	r := execCall(t, b, s, "import sys, numpy as np\nx = np.linspace(0, 6.28, 50)\nsys.prefix")
+	r := b.exec(t, s, "import sys, numpy as np\nx = np.linspace(0, 6.28, 50)\nsys.prefix", 120)
 	if r.Status != "ok" || len(r.Outputs) != 1 || r.Outputs[0].Data != "'/opt/python'" {
 		t.Fatalf("first cell: %+v", r)
 	}
-	r = execCall(t, b, s, `import matplotlib.pyplot as plt
+	r = b.exec(t, s, `import matplotlib.pyplot as plt
 fig, ax = plt.subplots(figsize=(3, 2))
 ax.plot(x, np.sin(x))
 fig.savefig("/workspace/saved.png", dpi=50)
-plt.show()`)
+plt.show()`, 120)
 	if r.Status != "ok" || strings.TrimSpace(r.Stderr) != "" {
 		t.Fatalf("the plotting cell: %+v", r)
 	}
@@ -126,14 +100,14 @@ func TestExecRebind(t *testing.T) {
 	d.serve = &bkServe{URL: b.url}
 	s := b.session(t)
 
-	if r := execCall(t, b, s, "import pin\nkept = 1\ntry:\n    import foo\nexcept ImportError as e:\n    print('no foo:', e.name)"); r.Status != "ok" || !strings.Contains(r.Stdout, "no foo: foo") {
+	if r := b.exec(t, s, "import pin\nkept = 1\ntry:\n    import foo\nexcept ImportError as e:\n    print('no foo:', e.name)", 120); r.Status != "ok" || !strings.Contains(r.Stdout, "no foo: foo") {
 		t.Fatalf("before the request: %+v", r)
 	}
 	req := d.serve.ask(t, bkSession{ID: s.id, Agent: s.agent}, "foo==1.0")
 	if got := d.serve.wait(t, s.agent, req.ID); got.State != "bound" {
 		t.Fatalf("the request for foo ended %s: %s", got.State, got.reasons())
 	}
-	r := execCall(t, b, s, "import foo\nprint(foo.__file__)\nprint('kept' in globals())")
+	r := b.exec(t, s, "import foo\nprint(foo.__file__)\nprint('kept' in globals())", 120)
 	if r.Status != "ok" || !r.Restarted || !strings.Contains(r.RestartReason, "bindings changed") {
 		t.Fatalf("after the binding: %+v, want a restart that says the bindings changed", r)
 	}
@@ -141,7 +115,7 @@ func TestExecRebind(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "/opt/pylayer/layers/") || !strings.Contains(lines[0], "ext") || lines[1] != "False" {
 		t.Errorf("after the restart: foo from %q, old state kept %q; want foo from the ext layer and a fresh process", r.Stdout, lines)
 	}
-	if r := execCall(t, b, s, "print(foo.__name__)"); r.Status != "ok" || r.Restarted || strings.TrimSpace(r.Stdout) != "foo" {
+	if r := b.exec(t, s, "print(foo.__name__)", 120); r.Status != "ok" || r.Restarted || strings.TrimSpace(r.Stdout) != "foo" {
 		t.Errorf("the next call restarts again or lost foo: %+v", r)
 	}
 }

@@ -85,10 +85,15 @@ func (b *exBroker) session(t *testing.T) exSession {
 }
 
 type exResult struct {
-	RunID  string `json:"run_id"`
-	Status string `json:"status"`
-	Stdout string `json:"stdout"`
-	Error  *struct {
+	RunID   string `json:"run_id"`
+	Status  string `json:"status"`
+	Stdout  string `json:"stdout"`
+	Stderr  string `json:"stderr"`
+	Outputs []struct {
+		MIME string `json:"mime"`
+		Data string `json:"data"`
+	} `json:"outputs"`
+	Error *struct {
 		EName string `json:"ename"`
 	} `json:"error"`
 	Restarted     bool   `json:"restarted"`
