@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -108,7 +110,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 	start := time.Now()
 	if !wantsNDJSON(r) {
 		res, err := s.o.Executor.Exec(r.Context(), se, req, nil)
-		s.logRun(r, t, se, RunKindExec, res.RunID, res.Status, start, err)
+		s.recordRun(r, t, se, RunKindExec, req.Code, res.RunID, res.Status, start, err)
 		if err != nil {
 			s.executorError(w, r, se, err)
 			return
@@ -118,7 +120,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 	}
 	st := &eventStream{w: w, extend: extend}
 	res, err := s.o.Executor.Exec(r.Context(), se, req, st.emit)
-	s.logRun(r, t, se, RunKindExec, res.RunID, res.Status, start, err)
+	s.recordRun(r, t, se, RunKindExec, req.Code, res.RunID, res.Status, start, err)
 	if !st.close() { // nothing was sent: the answer may still be an error status
 		if err != nil {
 			s.executorError(w, r, se, err)
@@ -242,7 +244,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, t Token) {
 	s.longCall(w, timeout)
 	start := time.Now()
 	res, err := s.o.Executor.Shell(r.Context(), se, req)
-	s.logRun(r, t, se, RunKindShell, res.RunID, res.Status, start, err)
+	s.recordRun(r, t, se, RunKindShell, req.Command, res.RunID, res.Status, start, err)
 	if err != nil {
 		s.executorError(w, r, se, err)
 		return
@@ -250,11 +252,22 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, t Token) {
 	writeJSON(w, http.StatusOK, res)
 }
 
-// logRun writes the line of one exec or shell call: who, which run, how it ended; never
-// the code or its output.
-func (s *Server) logRun(r *http.Request, t Token, se Session, kind, runID, status string, start time.Time, err error) {
+// recordRun writes the log line and the audit event of one exec or shell call: who,
+// which run, what kind, the code's sha256 and size (never the code or its output), how
+// it ended and how long it took. It runs before the answer is sent, so that a call the
+// client saw complete has its event in the store (whose group commit batches the events
+// of concurrent calls); a store that fails to take it is logged, and the answer stands. A
+// call refused before it ran (no run id) is only logged. Without a store (a sandbox host
+// of a remote broker, NewExecHost) the log line is the record.
+func (s *Server) recordRun(r *http.Request, t Token, se Session, kind, code, runID, status string, start time.Time, err error) {
+	ms := time.Since(start).Milliseconds()
+	sum := sha256.Sum256([]byte(code))
+	if err != nil && status == "" {
+		status = "failed"
+	}
 	attrs := []slog.Attr{slog.String("kind", kind), slog.String("session", se.ID), slog.String("run_id", runID),
-		slog.String("status", status), slog.Int64("duration_ms", time.Since(start).Milliseconds()),
+		slog.String("status", status), slog.Int64("duration_ms", ms),
+		slog.String("code_sha256", hex.EncodeToString(sum[:])), slog.Int("code_size", len(code)),
 		slog.String("subject", t.Subject), slog.String("role", t.Role)}
 	level := slog.LevelInfo
 	if err != nil {
@@ -262,13 +275,21 @@ func (s *Server) logRun(r *http.Request, t Token, se Session, kind, runID, statu
 		attrs = append(attrs, slog.String("error", err.Error()))
 	}
 	s.log.LogAttrs(r.Context(), level, "run", attrs...)
+	if runID == "" || s.o.Store == nil {
+		return
+	}
+	s.auditRun(r, t, AuditEvent{Action: "run." + kind, SessionID: se.ID,
+		Detail: fmt.Sprintf("run=%s status=%s code_sha256=%x code_size=%d duration_ms=%d", runID, status, sum, len(code), ms)})
 }
 
-// auditRun appends the audit event of a change to a session's workspace or runs, which
-// has happened: a store that fails to take it is logged, and the answer stands. Exec and
-// shell calls are logged (logRun), not audited: an audit write (a commit, fsynced) would
-// cost a warm call more than the rest of its round trip.
+// auditRun appends the audit event of a run or of a change to a session's workspace,
+// which has happened: a store that fails to take it is logged, and the answer stands.
+// Without a store (NewExecHost) there is nothing to append to: the route's log line is
+// the record.
 func (s *Server) auditRun(r *http.Request, t Token, e AuditEvent) {
+	if s.o.Store == nil {
+		return
+	}
 	if err := s.audit(contextWithoutCancel(r), t, e); err != nil {
 		s.log.LogAttrs(r.Context(), slog.LevelError, "audit", slog.String("action", e.Action), slog.String("session", e.SessionID), slog.String("error", err.Error()))
 	}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -542,13 +544,71 @@ func TestCancelRun(t *testing.T) {
 	if code, _, _ := e.do("GET", "/v1/sessions/"+e.sesA+"/runs?limit=0", e.agentA, "", ""); code != 400 {
 		t.Errorf("limit=0: %d", code)
 	}
-	if events, err := e.store.AuditLog(t.Context(), e.sesA); err != nil || len(events) == 0 || events[len(events)-1].Action != "run.cancel" ||
-		events[len(events)-1].Actor != "alice" || events[len(events)-1].Detail != "run="+run {
+	// the cancel, by alice, and the run, cancelled, by the agent that ran it, in either order
+	events, err := e.store.AuditLog(t.Context(), e.sesA)
+	var cancelled, ran bool
+	for _, ev := range events {
+		cancelled = cancelled || ev.Action == "run.cancel" && ev.Actor == "alice" && ev.Detail == "run="+run
+		ran = ran || ev.Action == "run.exec" && ev.Actor == e.sesA && strings.HasPrefix(ev.Detail, "run="+run+" status=cancelled ")
+	}
+	if err != nil || !cancelled || !ran {
 		t.Errorf("audit after the cancel: %+v %v", events, err)
 	}
 	e.mustDo("GET", "/v1/sessions/"+e.sesB+"/runs", e.agentB, "", "", 200, &l)
 	if len(l.Runs) != 0 || !strings.Contains(e.logs.String(), `"msg":"run cancel"`) {
 		t.Errorf("session B's runs = %+v", l)
+	}
+}
+
+// TestRunsAudited: every exec and shell call that ran is in the audit log, by the
+// token's subject, with its run id, status, the code's sha256 and size and its duration,
+// and never the code; a call refused before it ran (busy) is not.
+func TestRunsAudited(t *testing.T) {
+	e, _ := execEnv(t, nil)
+	var res broker.ExecResult
+	e.mustDo("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, "application/json", `{"code": "secret_cell = 42"}`, 200, &res)
+	var sr broker.ShellResult
+	e.mustDo("POST", "/v1/sessions/"+e.sesA+"/shell", e.alice, "application/json", `{"command": "echo hidden"}`, 200, &sr)
+	resp := e.send("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, strings.NewReader(`{"code": "raise"}`),
+		"Content-Type", "application/json", "Accept", broker.NDJSON)
+	streamed, _ := io.ReadAll(resp.Body)
+	if code, _, _ := e.do("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, "application/json", `{"code": "busy"}`); code != 409 {
+		t.Fatalf("busy = %d", code)
+	}
+	events, err := e.store.AuditLog(t.Context(), e.sesA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []broker.AuditEvent
+	for _, ev := range events {
+		if strings.HasPrefix(ev.Action, "run.") {
+			runs = append(runs, ev)
+		}
+	}
+	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+	raiseRun := ""
+	if i := bytes.Index(streamed, []byte(`"run_id":"`)); i >= 0 {
+		raiseRun, _, _ = strings.Cut(string(streamed[i+len(`"run_id":"`):]), `"`)
+	}
+	want := []struct{ action, actor, prefix string }{
+		{"run.exec", e.sesA, fmt.Sprintf("run=%s status=ok code_sha256=%s code_size=16 duration_ms=", res.RunID, sum("secret_cell = 42"))},
+		{"run.shell", "alice", fmt.Sprintf("run=%s status=ok code_sha256=%s code_size=11 duration_ms=", sr.RunID, sum("echo hidden"))},
+		{"run.exec", e.sesA, fmt.Sprintf("run=%s status=error code_sha256=%s code_size=5 duration_ms=", raiseRun, sum("raise"))},
+	}
+	if len(runs) != len(want) {
+		t.Fatalf("run events %+v, want %d", runs, len(want))
+	}
+	for i, w := range want {
+		ev := runs[i]
+		if ev.Action != w.action || ev.Actor != w.actor || ev.SessionID != e.sesA || !strings.HasPrefix(ev.Detail, w.prefix) {
+			t.Errorf("event %d = %+v, want %s by %s with %q", i, ev, w.action, w.actor, w.prefix)
+		}
+		if strings.Contains(ev.Detail, "secret_cell") || strings.Contains(ev.Detail, "hidden") {
+			t.Errorf("event %d holds the code: %s", i, ev.Detail)
+		}
+	}
+	if !strings.Contains(e.logs.String(), `"code_sha256":"`+sum("secret_cell = 42")+`"`) || strings.Contains(e.logs.String(), "secret_cell") {
+		t.Errorf("the run's log line: want its sha256, never its code")
 	}
 }
 
