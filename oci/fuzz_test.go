@@ -80,3 +80,35 @@ func FuzzManifest(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlatformIndex: parsing image index bytes and choosing a platform from them never
+// panics, and an entry chosen is one of the index's, for the platform asked for.
+func FuzzPlatformIndex(f *testing.F) {
+	for _, s := range []string{
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:e1624123bf42a671dac363a47f9a03eee03c469b20495e1453d8ed1111c79262","size":743,"platform":{"architecture":"amd64","os":"linux"},"annotations":{"dev.pylayer.libc":"glibc"}}]}`,
+		`{"schemaVersion":2,"manifests":[{"digest":"sha256:e1624123bf42a671dac363a47f9a03eee03c469b20495e1453d8ed1111c79262","size":1,"platform":{"architecture":"arm64","os":"linux","variant":"v8"}}]}`,
+		`{"schemaVersion":2,"manifests":[{"digest":"sha256:../x","size":1,"platform":{}}]}`,
+		`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json"}`,
+		`{"schemaVersion":2}`, `null`, ``,
+	} {
+		f.Add([]byte(s), "linux/amd64")
+	}
+	f.Fuzz(func(t *testing.T, b []byte, platform string) {
+		idx, err := ParseIndex(b)
+		if err != nil {
+			return
+		}
+		want, err := ParsePlatform(platform)
+		if err != nil {
+			return
+		}
+		d, err := SelectPlatform(idx, want)
+		if err != nil {
+			return
+		}
+		p, ok := EntryPlatform(d)
+		if !ok || p.OS != want.OS || p.Architecture != want.Architecture || p.Libc != want.Libc || checkDigest(d.Digest) != nil {
+			t.Fatalf("SelectPlatform(%s) chose %+v (platform %+v)", want, d, p)
+		}
+	})
+}
