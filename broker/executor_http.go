@@ -51,7 +51,20 @@ func (s *Server) execSession(w http.ResponseWriter, r *http.Request, t Token) (S
 		writeError(w, http.StatusNotImplemented, "this broker runs no sessions", "run pylayer serve on a host that runs the sandboxes, or send the call to one")
 		return Session{}, false
 	}
-	return s.session(w, r, t, r.PathValue("id"))
+	return s.execSessionOf(w, r, t, r.PathValue("id"))
+}
+
+// execSessionOf is session id for t: as the broker answered the call on a sandbox host
+// (NewExecHost, which authorised it), else from the store.
+func (s *Server) execSessionOf(w http.ResponseWriter, r *http.Request, t Token, id string) (Session, bool) {
+	if g, ok := grantFrom(r.Context()); ok {
+		if g.env.Session.ID != id {
+			writeError(w, http.StatusForbidden, "this call was authorised for another session", "")
+			return Session{}, false
+		}
+		return g.env.Session, true
+	}
+	return s.session(w, r, t, id)
 }
 
 // callTimeout checks a request's timeout in seconds; 0 is the default.
@@ -342,7 +355,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, t Token) {
 		writeError(w, http.StatusNotFound, "no run "+id+" on this host", "GET /v1/sessions/{id}/runs lists a session's recent runs")
 		return
 	}
-	se, ok := s.session(w, r, t, sid)
+	se, ok := s.execSessionOf(w, r, t, sid)
 	if !ok {
 		return
 	}
