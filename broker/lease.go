@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"strings"
 	"time"
 )
 
@@ -65,9 +66,36 @@ type Leases interface {
 // ChangeFeed is a Store that tells every replica about changes to requests made by any of
 // them (PostgreSQL's LISTEN/NOTIFY), so that long polls end when another replica binds.
 type ChangeFeed interface {
-	// Follow calls changed with the ID of every request changed in the store by anyone,
+	// Follow calls changed with every change of a request made in the store by anyone,
 	// until ctx ends; it returns ctx's error. status(nil) says it listens; status(err)
 	// that it stopped listening (why), after which it reconnects by itself and, once it
-	// listens again, calls changed("") once: anything may have changed meanwhile.
-	Follow(ctx context.Context, changed func(requestID string), status func(error)) error
+	// listens again, calls changed with a Change of no request once: anything may have
+	// changed meanwhile.
+	Follow(ctx context.Context, changed func(Change), status func(error)) error
+}
+
+// Change is one change a ChangeFeed tells of.
+type Change struct {
+	RequestID string // "": any request may have changed
+	// Open says that the change left the request in a state that is not terminal
+	// (approved, building ...): a long poll on it need not read it again. False when it
+	// became terminal, and whenever the store does not say.
+	Open bool
+}
+
+// ChangePayload is how a store announces that request id changed to state st: the ID
+// alone when st is terminal (what stores announced before they told states, so a replica
+// of either age wakes its long polls on it), else the ID, a space and the state.
+// ParseChangePayload reads it back.
+func ChangePayload(id string, st State) string {
+	if Terminal(st) || st == "" {
+		return id
+	}
+	return id + " " + string(st)
+}
+
+// ParseChangePayload reads a ChangePayload.
+func ParseChangePayload(p string) Change {
+	id, st, ok := strings.Cut(p, " ")
+	return Change{RequestID: id, Open: ok && State(st).Valid() && !Terminal(State(st))}
 }

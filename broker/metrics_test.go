@@ -197,10 +197,10 @@ type feedStore struct {
 	announced chan struct{}
 }
 
-func (f feedStore) Follow(ctx context.Context, changed func(string), status func(error)) error {
+func (f feedStore) Follow(ctx context.Context, changed func(broker.Change), status func(error)) error {
 	status(nil)
-	changed("r1")
-	changed("")
+	changed(broker.Change{RequestID: "r1"})
+	changed(broker.Change{})
 	close(f.announced)
 	<-ctx.Done()
 	return ctx.Err()

@@ -86,7 +86,9 @@ type feedState struct {
 }
 
 // followFeed follows the store's change feed, if it has one, until ctx ends: a change
-// by any replica wakes this replica's long polls on that request (and "" all of them).
+// by any replica that may have ended a request wakes this replica's long polls on it (and
+// one of no request all of them); one that left it open (claimed, building) wakes none,
+// since a long poll waits for a terminal state.
 // The returned channel is closed when it has stopped.
 func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
@@ -98,12 +100,13 @@ func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
 	s.feed.present.Store(true)
 	go func() {
 		defer close(done)
-		_ = cf.Follow(ctx, func(id string) {
+		_ = cf.Follow(ctx, func(c Change) {
 			s.feed.changes.Add(1)
-			if id == "" {
+			switch {
+			case c.RequestID == "":
 				s.waiters.notifyAll()
-			} else {
-				s.waiters.notify(id)
+			case !c.Open: // terminal, or the store did not say: a long poll reads it
+				s.waiters.notify(c.RequestID)
 			}
 			s.ui.changed()
 		}, func(err error) {

@@ -199,6 +199,20 @@ type RebasePlan struct {
 	Audit       []AuditEvent // appended
 }
 
+// PublishedLayer is a layer that was just published (or found published) for a lock on a
+// base and interpreter, and the requests it serves without a build: approved, without an
+// upload, whose classification resolved lock key LockKey, built isolated or not as
+// Isolated says (Request.BuildIsolated), of a session on Base with Interpreter. A builder
+// that checked that the lock fits that base and interpreter binds them all at once
+// (Store.BindApproved) instead of claiming each.
+type PublishedLayer struct {
+	Base, Interpreter string
+	LockKey           string
+	Isolated          bool
+	Kind              lock.Kind // KindExt or KindIso: the layer's
+	Digest, Ref       string
+}
+
 // Store keeps sessions, tokens, requests, bindings and the audit log. Implementations
 // must be safe for concurrent use and wrap ErrNotFound, ErrConflict and ErrInvalid.
 // Lists are ordered oldest first. Times round-trip with nanosecond precision in UTC.
@@ -244,6 +258,13 @@ type Store interface {
 	Bind(ctx context.Context, b Binding, lockKey string, audit AuditEvent) error
 	// ApplyRebase applies p in one transaction (see RebasePlan).
 	ApplyRebase(ctx context.Context, p RebasePlan) error
+	// BindApproved binds up to limit of the requests that a published layer serves as
+	// they are (see PublishedLayer), oldest first, in one transaction: each becomes bound
+	// to the layer with its own binding and the audit event audit returns for it, as
+	// CreateBound would have recorded it had the layer been published when it was asked
+	// for. Requests under a build lease, or being claimed at the moment, are left to their
+	// claimer. It returns the requests as bound.
+	BindApproved(ctx context.Context, p PublishedLayer, limit int, audit func(Request) AuditEvent) ([]Request, error)
 
 	AddBinding(ctx context.Context, b Binding) error
 	Bindings(ctx context.Context, sessionID string) ([]Binding, error)

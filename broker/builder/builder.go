@@ -237,7 +237,7 @@ func (w *Worker) hold(ctx context.Context, renew func(context.Context) error) (c
 func (w *Worker) process(ctx context.Context, r broker.Request) {
 	bctx, stop := w.hold(ctx, func(ctx context.Context) error { return w.cfg.Store.RenewBuild(ctx, r.ID, w.lease()) })
 	defer stop()
-	desc, l, key, err := w.build(bctx, r)
+	desc, l, key, pl, err := w.build(bctx, r)
 	if err != nil {
 		if bctx.Err() != nil {
 			// Shutting down: the request stays building and is claimed again when its
@@ -262,6 +262,15 @@ func (w *Worker) process(ctx context.Context, r broker.Request) {
 	// One transaction: built, bound and audited, or (a crash, a failed write) still
 	// building, which the next start resumes.
 	b := broker.Binding{SessionID: r.SessionID, Kind: kind, Digest: desc.Digest.String(), Ref: ref, RequestID: r.ID, Created: time.Now().UTC()}
+	crowd := make(chan struct{})
+	go func() { // the requests waiting for the same layer unclaimed, at once and not one by one
+		defer close(crowd)
+		if pl.LockKey != "" {
+			pl.Kind, pl.Digest, pl.Ref = kind, b.Digest, ref
+			w.bindApproved(ctx, pl)
+		}
+	}()
+	defer func() { <-crowd }()
 	if err := w.cfg.Store.BindBuild(ctx, w.lease(), b, key, event("builder", "bound", r, string(kind)+" layer "+ref)); err != nil {
 		if ctx.Err() != nil {
 			return
@@ -292,18 +301,21 @@ func (w *Worker) fail(ctx context.Context, r broker.Request, cause error) {
 
 // build resolves the request's lock again (the index and base are the same, so is the
 // result) and publishes its layer unless the repository has that key already.
-func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *lock.Lock, string, error) {
+// It also returns what else the layer serves as it is (the requests BindNow would bind),
+// when r's lock is its classification's.
+func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *lock.Lock, string, broker.PublishedLayer, error) {
+	var none broker.PublishedLayer
 	s, err := w.cfg.Store.GetSession(ctx, r.SessionID)
 	if err != nil {
-		return v1.Descriptor{}, nil, "", err
+		return v1.Descriptor{}, nil, "", none, err
 	}
 	base, err := w.sessionBase(s)
 	if err != nil {
-		return v1.Descriptor{}, nil, "", err
+		return v1.Descriptor{}, nil, "", none, err
 	}
 	up, err := w.upload(r)
 	if err != nil {
-		return v1.Descriptor{}, nil, "", err
+		return v1.Descriptor{}, nil, "", none, err
 	}
 	// The lock its classification resolved (or an earlier build of the same), when this
 	// worker has it: no second resolution against the index.
@@ -312,12 +324,12 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	if !ok || r.LockKey == "" {
 		release, err := w.slot(ctx)
 		if err != nil {
-			return v1.Descriptor{}, nil, "", err
+			return v1.Descriptor{}, nil, "", none, err
 		}
 		l, err = w.lockFor(ctx, base, r.Specs, up, r.BuildIsolated())
 		release()
 		if err != nil {
-			return v1.Descriptor{}, nil, "", err
+			return v1.Descriptor{}, nil, "", none, err
 		}
 		if r.LockKey != "" {
 			w.c.locks.Put(ck, l)
@@ -329,17 +341,50 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	tag, ok := w.c.fitted.Get(fk)
 	if !ok || r.LockKey == "" {
 		if err := w.fits(ctx, s, base, l); err != nil {
-			return v1.Descriptor{}, nil, "", err
+			return v1.Descriptor{}, nil, "", none, err
 		}
 		if tag, _, err = l.Tag(); err != nil {
-			return v1.Descriptor{}, nil, "", err
+			return v1.Descriptor{}, nil, "", none, err
 		}
 		if r.LockKey != "" {
 			w.c.fitted.Put(fk, tag)
 		}
 	}
 	desc, err := w.publish(ctx, tag, l)
-	return desc, l, strings.TrimPrefix(tag, string(l.Kind)+"-"), err
+	var pl broker.PublishedLayer
+	if r.LockKey != "" && up == nil { // the lock and the verdict BindNow finds for the same requests
+		pl = broker.PublishedLayer{Base: s.Base, Interpreter: s.Interpreter, LockKey: r.LockKey, Isolated: r.BuildIsolated()}
+	}
+	return desc, l, strings.TrimPrefix(tag, string(l.Kind)+"-"), pl, err
+}
+
+// crowdBatch is how many waiting requests one BindApproved binds: one transaction each.
+const crowdBatch = 64
+
+// bindApproved binds the approved requests that layer p serves as it is, crowdBatch to a
+// transaction, until none is left: a crowd that asked for one layer while it was being
+// built is bound in a few commits when it lands, not claimed and bound one at a time.
+// Any it misses (a claimer had it, or it came later) is claimed as usual.
+func (w *Worker) bindApproved(ctx context.Context, p broker.PublishedLayer) {
+	detail := string(p.Kind) + " layer " + p.Ref + " (published: bound without a build)"
+	for {
+		bound, err := w.cfg.Store.BindApproved(ctx, p, crowdBatch, func(r broker.Request) broker.AuditEvent {
+			return event("builder", "bound", r, detail)
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				w.cfg.Logger.Warn("binding the requests waiting for a layer (they are claimed one by one instead)", "layer", p.Ref, "err", err)
+			}
+			return
+		}
+		w.binds.Add(int64(len(bound)))
+		for _, r := range bound {
+			w.cfg.Notify(r.ID)
+		}
+		if len(bound) < crowdBatch {
+			return
+		}
+	}
 }
 
 // publish pushes and signs the layer of l under tag, once for any number of identical

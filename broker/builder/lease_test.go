@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,5 +83,68 @@ func TestHoldLosesLease(t *testing.T) {
 	}
 	if !errors.Is(context.Cause(ctx), errLeaseLost) || calls.Load() != 3 {
 		t.Errorf("cause %v after %d renewals, want errLeaseLost after 3", context.Cause(ctx), calls.Load())
+	}
+}
+
+// TestCrowdBoundAtOnce: many sessions asking for one layer while it is built are bound,
+// each once, with its binding and "bound" event, and all but the few requests workers had
+// claimed are bound together when the layer lands (Store.BindApproved), not one by one.
+func TestCrowdBoundAtOnce(t *testing.T) {
+	e, s := setup(t, &catalog.Catalog{Allow: []catalog.Rule{{Name: "bar"}, {Name: "foo"}}})
+	ctx := context.Background()
+	const n = 40
+	var ids []string
+	for i := range n {
+		se := s
+		se.ID = fmt.Sprintf("ses_%d", i)
+		if err := e.store.CreateSession(ctx, se); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.request(t, se, fmt.Sprintf("req_%02d", i), "bar").ID)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { e.w.Run(rctx, 1); close(done) }()
+	defer func() { cancel(); <-done }()
+	digests := map[string]bool{}
+	for _, id := range ids {
+		r := e.waitTerminal(t, id)
+		if r.State != broker.StateBound {
+			t.Fatalf("%s: %s (%s)", id, r.State, r.Error)
+		}
+		digests[r.Digest] = true
+	}
+	if len(digests) != 1 || e.w.Builds() != 1 {
+		t.Errorf("%d requests bound to %d layers, built %d times; want one layer built once", n, len(digests), e.w.Builds())
+	}
+	together := 0
+	for i, id := range ids {
+		se := fmt.Sprintf("ses_%d", i)
+		bs, err := e.store.Bindings(ctx, se)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(bs) != 1 || bs[0].RequestID != id {
+			t.Errorf("%s: bindings %+v, want one of %s", se, bs, id)
+		}
+		l, err := e.store.AuditLog(ctx, se)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bound := 0
+		for _, ev := range l {
+			if ev.Action == "bound" {
+				bound++
+				if strings.HasSuffix(ev.Detail, "(published: bound without a build)") {
+					together++
+				}
+			}
+		}
+		if bound != 1 {
+			t.Errorf("%s: %d bound events, want 1: %+v", id, bound, l)
+		}
+	}
+	if together < n-claimers {
+		t.Errorf("%d of %d requests bound together when the layer landed, want at least %d (all but the claimed)", together, n, n-claimers)
 	}
 }

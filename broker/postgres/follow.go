@@ -6,10 +6,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/pylayer/pylayer/broker"
 )
 
 // channel is the NOTIFY channel on which every transaction that changes a request
-// announces the request's ID, delivered to the listeners when it commits.
+// announces it (broker.ChangePayload: its ID, and its state unless terminal), delivered
+// to the listeners when it commits.
 const channel = "pylayer_requests"
 
 // Reconnect backoff of the change feed.
@@ -22,7 +25,7 @@ const (
 // pool: a listening connection must stay with its listener). When the connection fails it
 // reconnects with backoff, and once it listens again calls changed("") for what it may
 // have missed in between.
-func (s *Store) Follow(ctx context.Context, changed func(requestID string), status func(error)) error {
+func (s *Store) Follow(ctx context.Context, changed func(broker.Change), status func(error)) error {
 	if status == nil {
 		status = func(error) {}
 	}
@@ -45,7 +48,7 @@ func (s *Store) Follow(ctx context.Context, changed func(requestID string), stat
 }
 
 // listen connects, listens and hands on notifications until the connection fails.
-func (s *Store) listen(ctx context.Context, changed func(string), status func(error), listening func()) error {
+func (s *Store) listen(ctx context.Context, changed func(broker.Change), status func(error), listening func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.cfg)
 	if err != nil {
 		return fmt.Errorf("connecting the change feed: %w", err)
@@ -56,12 +59,12 @@ func (s *Store) listen(ctx context.Context, changed func(string), status func(er
 	}
 	listening()
 	status(nil)
-	changed("") // whatever changed before this connection listened
+	changed(broker.Change{}) // whatever changed before this connection listened
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return fmt.Errorf("waiting for changes: %w", err)
 		}
-		changed(n.Payload)
+		changed(broker.ParseChangePayload(n.Payload))
 	}
 }

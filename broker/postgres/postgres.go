@@ -106,7 +106,7 @@ var dialect = &sqlstore.Dialect{
 	Migrations:     migrations,
 	LockMigrations: fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, migrationLock),
 	CheckWrite:     checkWrite,
-	Notify:         `SELECT pg_notify('` + channel + `', ?)`,
+	Notify:         `SELECT pg_notify('` + channel + `', p) FROM unnest(?::text[]) AS p`,
 	GroupCommit:    true,
 }
 

@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/pylayer/pylayer/broker"
@@ -22,12 +23,35 @@ func checkBinding(sessionID string, b *broker.Binding) error {
 }
 
 func (t tx) insertBinding(ctx context.Context, b *broker.Binding) error {
-	_, err := t.exec(ctx, `INSERT INTO bindings (session_id, kind, digest, ref, request_id, created)
-		VALUES (?, ?, ?, ?, ?, ?)`, b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created))
-	if err != nil {
-		return fmt.Errorf("adding binding to session %q: %w", b.SessionID, err)
+	return t.insertBindings(ctx, []broker.Binding{*b})
+}
+
+// maxRows bounds the rows of one multi-row INSERT (9 values each at most: far below
+// either database's limit on a statement's parameters).
+const maxRows = 64
+
+// insertBindings adds bs in as few statements as there are maxRows of them: each
+// statement is a round trip to a database server.
+func (t tx) insertBindings(ctx context.Context, bs []broker.Binding) error {
+	for len(bs) > 0 {
+		n := min(len(bs), maxRows)
+		args := make([]any, 0, 6*n)
+		for _, b := range bs[:n] {
+			args = append(args, b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created))
+		}
+		if _, err := t.exec(ctx, `INSERT INTO bindings (session_id, kind, digest, ref, request_id, created) VALUES `+
+			values(n, 6), args...); err != nil {
+			return fmt.Errorf("adding binding to session %q: %w", bs[0].SessionID, err)
+		}
+		bs = bs[n:]
 	}
 	return nil
+}
+
+// values is n tuples of k '?' placeholders: "(?, ?), (?, ?)".
+func values(n, k int) string {
+	tuple := "(" + strings.Repeat("?, ", k-1) + "?)"
+	return strings.Repeat(tuple+", ", n-1) + tuple
 }
 
 // AddBinding implements broker.Store.
@@ -89,23 +113,29 @@ func (s *Store) Audit(ctx context.Context, e broker.AuditEvent) error {
 	return s.inTx(ctx, func(t tx) error { return t.audit(ctx, e) })
 }
 
-// audit appends events inside t.
+// audit appends events inside t, maxRows to a statement.
 func (t tx) audit(ctx context.Context, events ...broker.AuditEvent) error {
-	for _, e := range events {
-		if e.Actor == "" || e.Action == "" {
-			return fmt.Errorf("auditing: %w: Actor and Action are required", broker.ErrInvalid)
+	for len(events) > 0 {
+		n := min(len(events), maxRows)
+		args := make([]any, 0, 8*n)
+		for _, e := range events[:n] {
+			if e.Actor == "" || e.Action == "" {
+				return fmt.Errorf("auditing: %w: Actor and Action are required", broker.ErrInvalid)
+			}
+			if e.Time.IsZero() {
+				e.Time = time.Now()
+			}
+			pkgs, err := toJSON(nonNil(e.Packages))
+			if err != nil {
+				return fmt.Errorf("auditing %s: %w", e.Action, err)
+			}
+			args = append(args, nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail)
 		}
-		if e.Time.IsZero() {
-			e.Time = time.Now()
+		if _, err := t.exec(ctx, `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail) VALUES `+
+			values(n, 8), args...); err != nil {
+			return fmt.Errorf("auditing %s: %w", events[0].Action, err)
 		}
-		pkgs, err := toJSON(nonNil(e.Packages))
-		if err != nil {
-			return fmt.Errorf("auditing %s: %w", e.Action, err)
-		}
-		if _, err := t.exec(ctx, `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`, nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail); err != nil {
-			return fmt.Errorf("auditing %s: %w", e.Action, err)
-		}
+		events = events[n:]
 	}
 	return nil
 }

@@ -105,10 +105,12 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 			if _, err := t.tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 				return fmt.Errorf("savepoint: %w", err)
 			}
+			notes := len(*t.notes)
 			if errs[i] = p.fn(t); errs[i] != nil {
 				if _, err := t.tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
 					return fmt.Errorf("rolling back to savepoint: %w", err)
 				}
+				*t.notes = (*t.notes)[:notes] // what did not happen is not announced
 			}
 			if _, err := t.tx.ExecContext(ctx, `RELEASE SAVEPOINT w`); err != nil {
 				return fmt.Errorf("releasing savepoint: %w", err)

@@ -63,7 +63,7 @@ func (s *Store) ClaimBuild(ctx context.Context, l broker.Lease) (broker.Request,
 			}
 		}
 		found = true
-		return t.notify(ctx, id)
+		return t.notify(ctx, id, broker.StateBuilding)
 	})
 	if err != nil {
 		return broker.Request{}, false, fmt.Errorf("claiming a build: %w", err)
@@ -176,13 +176,32 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 }
 
 // notify tells the other replicas, when the transaction commits, that request id changed
-// (PostgreSQL: pg_notify, delivered at commit and dropped at rollback).
-func (t tx) notify(ctx context.Context, id string) error {
-	if t.s.d.Notify == "" {
+// to state st (PostgreSQL: pg_notify, delivered at commit and dropped at rollback). The
+// changes of a transaction are sent together, in one statement, by flushNotes.
+func (t tx) notify(_ context.Context, id string, st broker.State) error {
+	if t.s.d.Notify != "" {
+		*t.notes = append(*t.notes, broker.ChangePayload(id, st))
+	}
+	return nil
+}
+
+// flushNotes sends the transaction's notifications, each payload once.
+func (t tx) flushNotes(ctx context.Context) error {
+	notes := *t.notes
+	if t.s.d.Notify == "" || len(notes) == 0 {
 		return nil
 	}
-	if _, err := t.exec(ctx, t.s.d.Notify, id); err != nil {
-		return fmt.Errorf("notifying a change of request %q: %w", id, err)
+	seen := make(map[string]bool, len(notes))
+	uniq := notes[:0:0]
+	for _, n := range notes {
+		if !seen[n] {
+			seen[n] = true
+			uniq = append(uniq, n)
+		}
 	}
+	if _, err := t.exec(ctx, t.s.d.Notify, uniq); err != nil {
+		return fmt.Errorf("notifying %d request changes: %w", len(uniq), err)
+	}
+	*t.notes = notes[:0]
 	return nil
 }

@@ -133,7 +133,7 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	} else if !ok {
 		return fmt.Errorf("creating request %q: %w: it exists", r.ID, broker.ErrConflict)
 	}
-	return t.notify(ctx, r.ID)
+	return t.notify(ctx, r.ID, r.State)
 }
 
 // GetRequest implements broker.Store.
@@ -222,7 +222,7 @@ func (t tx) updateRequest(ctx context.Context, id string, fn func(*broker.Reques
 	if n, err := res.RowsAffected(); err != nil || n != 1 {
 		return old, fmt.Errorf("updating request %q: %d rows changed, want 1 (%v)", id, n, err)
 	}
-	return r, t.notify(ctx, id)
+	return r, t.notify(ctx, id, r.State)
 }
 
 // prefixed qualifies each column of a column list with the table alias p.

@@ -29,8 +29,9 @@ type Dialect struct {
 	// LockMigrations, if set, runs first in the migration transaction so that processes
 	// starting at once migrate one after the other.
 	LockMigrations string
-	// Notify, if set, runs in every transaction that changes a request, with the
-	// request's ID, to tell the other replicas at commit (PostgreSQL: pg_notify).
+	// Notify, if set, runs once at the end of every transaction that changed requests,
+	// with an array of one payload per change (broker.ChangePayload), to tell the other
+	// replicas at commit (PostgreSQL: pg_notify over unnest).
 	Notify string
 	// CheckWrite proves the database accepts a write without changing what it holds.
 	CheckWrite func(ctx context.Context, tx *sql.Tx) error
@@ -171,6 +172,7 @@ type tx struct {
 	s        *Store
 	tx       *sql.Tx
 	detached bool
+	notes    *[]string // the changes to announce at commit (notify)
 }
 
 func (t tx) ctx(ctx context.Context) context.Context {
@@ -218,7 +220,11 @@ func (s *Store) runTx(ctx context.Context, detached bool, fn func(tx) error) err
 		return fmt.Errorf("starting transaction: %w", err)
 	}
 	defer t.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(tx{s, t, detached}); err != nil {
+	x := tx{s, t, detached, new([]string)}
+	if err := fn(x); err != nil {
+		return err
+	}
+	if err := x.flushNotes(ctx); err != nil {
 		return err
 	}
 	if err := t.Commit(); err != nil {

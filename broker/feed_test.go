@@ -1,0 +1,116 @@
+package broker_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+func TestChangePayload(t *testing.T) {
+	for _, tc := range []struct {
+		st   broker.State
+		want string
+		open bool
+	}{
+		{broker.StateBuilding, "req_1 building", true},
+		{broker.StateApproved, "req_1 approved", true},
+		{broker.StatePending, "req_1 pending", true},
+		{broker.StateBound, "req_1", false},
+		{broker.StateFailed, "req_1", false},
+		{"", "req_1", false},
+	} {
+		p := broker.ChangePayload("req_1", tc.st)
+		if p != tc.want {
+			t.Errorf("ChangePayload(req_1, %q) = %q, want %q", tc.st, p, tc.want)
+		}
+		if c := broker.ParseChangePayload(p); c.RequestID != "req_1" || c.Open != tc.open {
+			t.Errorf("ParseChangePayload(%q) = %+v, want req_1 open=%v", p, c, tc.open)
+		}
+	}
+	// What an older replica or a hand-made NOTIFY sends: the ID alone, or junk after it.
+	for _, p := range []string{"req_1", "req_1 sideways", "req_1 bound"} {
+		if c := broker.ParseChangePayload(p); c.RequestID != "req_1" || c.Open {
+			t.Errorf("ParseChangePayload(%q) = %+v, want req_1, not open (a long poll reads it)", p, c)
+		}
+	}
+}
+
+// pushFeed is a store whose change feed announces what the test sends, and which counts
+// the reads of requests.
+type pushFeed struct {
+	broker.Store
+	changes chan broker.Change
+	mu      sync.Mutex
+	reads   int
+}
+
+func (f *pushFeed) Follow(ctx context.Context, changed func(broker.Change), status func(error)) error {
+	status(nil)
+	for {
+		select {
+		case c := <-f.changes:
+			changed(c)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (f *pushFeed) GetRequest(ctx context.Context, id string) (broker.Request, error) {
+	f.mu.Lock()
+	f.reads++
+	f.mu.Unlock()
+	return f.Store.GetRequest(ctx, id)
+}
+
+func (f *pushFeed) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reads
+}
+
+// TestFeedWakesLongPollsOnEndsOnly: a change another replica announces that leaves the
+// request open (claimed, building) does not make a long poll read it again; one that may
+// have ended it does, and the poll answers.
+func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
+	f := &pushFeed{changes: make(chan broker.Change)}
+	e := newEnv(t, func(o *broker.Options) { f.Store = o.Store; o.Store = f; o.Recheck = time.Hour })
+	addr := e.serve(t)
+	r := e.request(e.agentA, e.sesA, `"foo==1.0"`)
+	polled := make(chan broker.Request, 1)
+	go func() {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/requests/"+r.ID+"?wait=60s", nil)
+		req.Header.Set("Authorization", "Bearer "+e.agentA)
+		var got broker.Request
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			defer resp.Body.Close()
+			json.NewDecoder(resp.Body).Decode(&got) //nolint:errcheck // a zero answer fails below
+		}
+		polled <- got
+	}()
+	waitFor(t, "the long poll in place", func() bool { return broker.Watched(e.srv) > 0 })
+	before := f.count()
+	f.changes <- broker.Change{RequestID: r.ID, Open: true}                // claimed by another replica
+	f.changes <- broker.Change{RequestID: "req_someone_else", Open: false} // another request ended
+	f.changes <- broker.Change{RequestID: r.ID, Open: true}                // building
+	if err := e.store.UpdateRequest(context.Background(), r.ID, func(q *broker.Request) error {
+		q.State, q.Digest = broker.StateBound, "sha256:0b"
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.changes <- broker.Change{RequestID: r.ID} // bound
+	got := <-polled
+	if got.State != broker.StateBound {
+		t.Fatalf("long poll answered %s, want bound", got.State)
+	}
+	if n := f.count() - before; n != 1 {
+		t.Errorf("the long poll read its request %d times after it waited, want 1 (on the change that ended it)", n)
+	}
+}

@@ -1,0 +1,85 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/pylayer/pylayer/broker"
+)
+
+// BindApproved implements broker.Store in four statements for any number of requests (up
+// to maxRows): the select of what p serves (FOR UPDATE SKIP LOCKED where the dialect has
+// row locks, so that a claimer's row is passed over rather than waited for), one UPDATE,
+// one INSERT of the bindings and one of the audit events; and the transaction's
+// notifications. Binding a crowd one request at a time was two transactions and eleven
+// statements each, every one a round trip to a database server.
+func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit int, audit func(broker.Request) broker.AuditEvent) ([]broker.Request, error) {
+	switch {
+	case p.Kind != broker.KindExt && p.Kind != broker.KindIso:
+		return nil, fmt.Errorf("binding approved requests: %w: layer kind %q, want ext or iso", broker.ErrInvalid, p.Kind)
+	case p.Digest == "" || p.LockKey == "":
+		return nil, fmt.Errorf("binding approved requests: %w: a layer digest and a lock key are required", broker.ErrInvalid)
+	case limit <= 0:
+		return nil, nil
+	}
+	limit = min(limit, maxRows)
+	iso := `decision <> ?`
+	if p.Isolated {
+		iso = `decision = ?`
+	}
+	var bound []broker.Request
+	err := s.inTx(ctx, func(t tx) error {
+		bound = bound[:0]
+		rows, err := t.tx.QueryContext(t.ctx(ctx), s.q(`SELECT `+requestCols+` FROM requests
+			WHERE state = ? AND lock_key = ? AND upload = '' AND `+iso+`
+			AND session_id IN (SELECT id FROM sessions WHERE base = ? AND interpreter = ?)
+			ORDER BY created, id LIMIT ?`+s.d.SkipLocked),
+			broker.StateApproved, p.LockKey, broker.DecisionApprovedIsolated, p.Base, p.Interpreter, limit)
+		if err != nil {
+			return fmt.Errorf("selecting approved requests of lock %s: %w", p.LockKey, err)
+		}
+		found, err := collect(rows, "selecting approved requests", scanRequest)
+		if err != nil || len(found) == 0 {
+			return err
+		}
+		now := time.Now().UTC()
+		ids := make([]any, 0, len(found)+4)
+		ids = append(ids, broker.StateBound, p.Digest, nanos(now))
+		bs := make([]broker.Binding, len(found))
+		events := make([]broker.AuditEvent, len(found))
+		for i := range found {
+			r := &found[i]
+			r.State, r.Digest, r.Updated = broker.StateBound, p.Digest, now
+			ids = append(ids, r.ID)
+			bs[i] = broker.Binding{SessionID: r.SessionID, Kind: p.Kind, Digest: p.Digest, Ref: p.Ref, RequestID: r.ID, Created: now}
+			events[i] = audit(*r)
+		}
+		res, err := t.exec(ctx, `UPDATE requests SET state = ?, digest = ?, updated = ?
+			WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(found)), ", ")+`)`, ids...)
+		if err != nil {
+			return fmt.Errorf("binding approved requests of lock %s: %w", p.LockKey, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || int(n) != len(found) {
+			return fmt.Errorf("binding approved requests of lock %s: %d rows changed, want %d (%v)", p.LockKey, n, len(found), err)
+		}
+		if err := t.insertBindings(ctx, bs); err != nil {
+			return err
+		}
+		if err := t.audit(ctx, events...); err != nil {
+			return err
+		}
+		for _, r := range found {
+			if err := t.notify(ctx, r.ID, r.State); err != nil {
+				return err
+			}
+		}
+		bound = found
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return bound, nil
+}
