@@ -77,14 +77,15 @@ func (b *layerBuild) add(ctx context.Context, i int, dir string, recs []record) 
 	if err != nil {
 		return err
 	}
+	ln := newLinker(dir, b.work)
+	defer ln.close()
 	for k, p := range files {
 		if k%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		rel := filepath.FromSlash(p)
-		if err := os.Link(filepath.Join(dir, rel), filepath.Join(b.work, rel)); err != nil {
+		if err := ln.link(p); err != nil {
 			return fmt.Errorf("assembling %q from %s: %w (is the tree damaged? run `pylayer doctor --repair`)", p, titleOf(l), err)
 		}
 	}
