@@ -36,6 +36,7 @@ type serveFlags struct {
 	lease                                                       time.Duration
 	auditRetention                                              retention
 	exec                                                        execFlags
+	remote                                                      remoteFlags
 	sandboxFlags
 }
 
@@ -50,18 +51,25 @@ type execFlags struct {
 func newServeCmd(g *globals) *cobra.Command {
 	f := &serveFlags{}
 	cmd := &cobra.Command{
-		Use: "serve --listen 127.0.0.1:8787 --db PATH",
+		Use: "serve --listen 127.0.0.1:8787 --db PATH | --broker URL",
 		Example: `  # one broker on SQLite
   pylayer serve --listen 127.0.0.1:8787 --db broker.db --repo reg/team/pylayer --key ci.key --index-url https://pypi.internal/simple
 
   # a replica of a fleet's broker on PostgreSQL (password in PGPASSWORD or ~/.pgpass)
-  pylayer serve --listen 0.0.0.0:8787 --db 'postgres://broker@db.internal/broker?sslmode=verify-full' ...`,
+  pylayer serve --listen 0.0.0.0:8787 --db 'postgres://broker@db.internal/broker?sslmode=verify-full' ...
+
+  # a host that runs the sessions' sandboxes for a broker elsewhere (no database here)
+  pylayer serve --listen 0.0.0.0:8788 --broker https://broker.internal:8787 --repo reg/team/pylayer`,
 		Short: "Run the request broker: the HTTP service through which agents get packages",
 		Long: `Run the broker: agents ask for packages for their session, policy (the catalog) decides
 what is built at once, what waits for an approver and what is refused, and approved layers
 are built, published, signed and bound to the session. It starts with only --listen and
 --db, so you can look around (GET /openapi.json, /healthz, /metrics); requests are resolved
-and built once --index-url, --repo and --key are set. Mint tokens with pylayer token create.`,
+and built once --index-url, --repo and --key are set. Mint tokens with pylayer token create.
+
+With --broker URL instead of --db it is a sandbox host of that broker: it serves only the
+warm sessions' routes (exec, shell, files, runs, cancel), asking the broker with each
+caller's own token whether it may use the session and what the session is bound to.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd, g, f) },
 	}
@@ -96,13 +104,14 @@ and built once --index-url, --repo and --key are set. Mint tokens with pylayer t
 	fl.MarkHidden("cache-dir")  // each session gets a cache of its own
 	fl.StringVar(&f.debugAddr, "debug-addr", "", "serve Go profiles (with block and mutex profiling on) and the store's pool statistics on this loopback address, to measure the broker")
 	fl.MarkHidden("debug-addr") // for benchmarks: never on by default
+	f.remote.register(cmd)
 	fl.Var(&f.auditRetention, "audit-retention", "delete audit events older than this (90d, 720h; default off: keep every event); pruning runs hourly and is itself audited")
 	return cmd
 }
 
 // executor builds the manager of warm sessions on the sandboxes' limits and layers as
 // pylayer run has them; nil (the routes answer 501) when this host cannot run them.
-func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.Cache, cacheRoot string) (*executor.Manager, error) {
+func (f *serveFlags) executor(cmd *cobra.Command, store broker.SessionSource, hc *cache.Cache, cacheRoot string) (*executor.Manager, error) {
 	log := logctx.From(cmd.Context())
 	if f.exec.maxLive == 0 {
 		return nil, nil
@@ -113,6 +122,9 @@ func (f *serveFlags) executor(cmd *cobra.Command, store broker.Store, hc *cache.
 		f.exec.dir = filepath.Join(cacheRoot, "workspaces")
 	}
 	bwrap, err := sandbox.FindBwrap()
+	if err != nil && f.remote.broker != "" {
+		return nil, fmt.Errorf("--broker: this host is to run the sessions' sandboxes: %w", err)
+	}
 	if err != nil {
 		log.Warn("sessions cannot run code on this host", "err", err)
 		return nil, nil
@@ -144,6 +156,9 @@ func (u unconfigured) Classify(context.Context, broker.Session, []string, *broke
 func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	ctx := cmd.Context()
 	log := logctx.From(ctx)
+	if f.remote.broker != "" {
+		return runExecHost(cmd, g, f)
+	}
 	if f.db == "" {
 		return errors.New("--db is required: the SQLite file or postgres:// URL that holds sessions, requests, bindings and the audit log")
 	}
