@@ -10,8 +10,17 @@
 // approver web page (ui.go, files in broker/web): sign-in with a token into a server-side cookie session,
 // CSRF-checked changes through the same JSON API, polling of a change counter. Warm
 // sessions (executor.go, executor_http.go) are an Executor's: the broker checks the token
-// against the session, the paths and sizes, maps ErrBusy to 409 and streams an exec's
-// events as NDJSON; broker/executor runs them.
+// against the session, the paths and sizes, maps ErrBusy to 409 (naming the run under way,
+// which Executor.Runs lists first) and streams an exec's events as NDJSON; every exec and
+// shell call that ran is audited (run.exec, run.shell: the code's sha256 and size, never
+// the code or output) before its answer is sent; broker/executor runs them, reading each
+// session through a SessionSource (the Store). NewExecHost (exechost.go) is the handler of
+// a sandbox host serving a broker elsewhere (`pylayer serve --broker URL`): the executor
+// routes alone, with no store, each call authorised by a SessionAuthority that asks the
+// broker for the session's env with the caller's own token (broker/client's Authority),
+// its yes kept per token hash and session for GrantTTL, the session's bindings taken from
+// that answer (GrantedSessions); there nothing is audited, and the run's log line is its
+// record.
 //
 // It is exposed to agents, so it bounds what any one client takes: HTTPServer and Serve
 // set read, write (long polls extend theirs) and idle timeouts, a header limit and a cap

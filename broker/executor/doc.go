@@ -6,9 +6,12 @@
 // (assemble.Session.Refs, then assemble.Assemble, as `pylayer run --session` has
 // it), with the session's persistent workspace <Root>/<session id> mounted at
 // /workspace and its cache <Root>/.cache/<session id>, under the limits and host
-// user of `pylayer run`. Every call reads the session and its bindings once and
-// compares them, by digest, with what the process runs on: changed, the process
-// is restarted on the new layers and the call says why.
+// user of `pylayer run`. Every call reads the session and its bindings once, from
+// Options.Sessions (the broker's Store, or broker.GrantedSessions on a sandbox host of a
+// remote broker: what the broker answered the call's token), and compares them, by
+// digest, with what the process runs on: changed, the process is restarted on the new
+// layers and the call says why. Runs lists the call under way first (broker.RunRunning),
+// so that a call refused meanwhile can name it, and Cancel ends exec and shell calls alike.
 //
 // # Lifecycle
 //
