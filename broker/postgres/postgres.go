@@ -40,7 +40,12 @@ func WithConnector(wrap func(driver.Connector) driver.Connector) Option {
 	return func(o *options) { o.wrap = wrap }
 }
 
-// WithMaxConns bounds the open connections to the database (default 16).
+// writeConns is the connections of the transactions' pool: the group commit's leader
+// and one to spare.
+const writeConns = 2
+
+// WithMaxConns bounds the open connections of the reads' pool (default 16; the
+// transactions have writeConns more, and the change feed one).
 func WithMaxConns(n int) Option { return func(o *options) { o.maxConns = n } }
 
 // IsURL reports whether dsn names a PostgreSQL database (postgres:// or postgresql://).
@@ -88,9 +93,15 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w (is PostgreSQL running there, and does the database exist?)", Redact(dsn), err)
 	}
-	s, err := sqlstore.New(ctx, db, dialect)
+	// Transactions have connections of their own: the group commit runs one batch at a
+	// time, and must not queue for a connection behind a burst of reads.
+	w := sql.OpenDB(c)
+	w.SetMaxOpenConns(writeConns)
+	w.SetMaxIdleConns(writeConns)
+	s, err := sqlstore.NewSplit(ctx, db, w, dialect)
 	if err != nil {
 		db.Close()
+		w.Close()
 		return nil, fmt.Errorf("opening store %s: %w", Redact(dsn), err)
 	}
 	return &Store{Store: s, cfg: cfg}, nil

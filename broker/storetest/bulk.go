@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -120,5 +121,67 @@ func testBindApproved(t *testing.T, s broker.Store) {
 		after := take(t, s, sid)
 		after.AllAudit = before[sid].AllAudit
 		same(t, sid+" after", after, before[sid])
+	}
+}
+
+// testCreateRequestConcurrent: requests created at once (a group commit's batch, where the
+// store has one) are each stored with their audit event, or refused alone: an ID that
+// exists with ErrConflict, a session that does not with ErrNotFound, and nothing of the
+// refused ones is kept.
+func testCreateRequestConcurrent(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateRequest(ctx, request("taken", "s1", broker.StatePending, 0), event("request.create", "s1", "taken")))
+	const n = 60
+	errs := make([]error, n)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		ids[i] = fmt.Sprintf("r%02d", i)
+		sid := "s1"
+		switch i {
+		case 17:
+			ids[i] = "taken"
+		case 41:
+			sid = "nope"
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.CreateRequest(ctx, request(ids[i], sid, broker.StateApproved, i+1), event("request.create", sid, ids[i]))
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		switch i {
+		case 17:
+			wantErr(t, "a taken ID", err, broker.ErrConflict)
+		case 41:
+			wantErr(t, "a missing session", err, broker.ErrNotFound)
+		default:
+			must(t, err)
+		}
+	}
+	reqs, err := s.ListRequests(ctx, broker.RequestFilter{SessionID: "s1"})
+	must(t, err)
+	l, err := s.AuditLog(ctx, "")
+	must(t, err)
+	audited := map[string]int{}
+	for _, e := range l {
+		audited[e.RequestID]++
+	}
+	if len(reqs) != n-1 || len(l) != n-1 {
+		t.Errorf("%d requests and %d audit events, want %d of each", len(reqs), len(l), n-1)
+	}
+	for _, r := range reqs {
+		if audited[r.ID] != 1 {
+			t.Errorf("%s: %d audit events, want 1", r.ID, audited[r.ID])
+		}
+		if r.ID == "taken" && r.State != broker.StatePending {
+			t.Errorf("the taken request was overwritten: %+v", r)
+		}
+	}
+	if audited["r41"] != 0 {
+		t.Errorf("the request of a missing session was audited")
 	}
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"Bind", testBind},
 		{"CreateBound", testCreateBound},
 		{"BindApproved", testBindApproved},
+		{"CreateRequestConcurrent", testCreateRequestConcurrent},
 		{"ApplyRebase", testApplyRebase},
 	}
 	for _, tc := range tests {

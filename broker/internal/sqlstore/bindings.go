@@ -33,6 +33,12 @@ const maxRows = 64
 // insertBindings adds bs in as few statements as there are maxRows of them: each
 // statement is a round trip to a database server.
 func (t tx) insertBindings(ctx context.Context, bs []broker.Binding) error {
+	if t.later != nil {
+		for _, b := range bs {
+			t.later.bindings = append(t.later.bindings, []any{b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created)})
+		}
+		return nil
+	}
 	for len(bs) > 0 {
 		n := min(len(bs), maxRows)
 		args := make([]any, 0, 6*n)
@@ -130,6 +136,13 @@ func (t tx) audit(ctx context.Context, events ...broker.AuditEvent) error {
 				return fmt.Errorf("auditing %s: %w", e.Action, err)
 			}
 			args = append(args, nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail)
+		}
+		if t.later != nil {
+			for i := 0; i < len(args); i += 8 {
+				t.later.audit = append(t.later.audit, args[i:i+8])
+			}
+			events = events[n:]
+			continue
 		}
 		if _, err := t.exec(ctx, `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail) VALUES `+
 			values(n, 8), args...); err != nil {

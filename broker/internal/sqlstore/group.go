@@ -132,8 +132,13 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 // the commit does, nothing of the batch happened: each write is then run again in its own
 // transaction, so every caller gets the outcome it would have had alone. A write may run
 // twice; the store's writes only assign what their closures capture, never accumulate.
+//
+// The batch's inserts of requests, bindings and audit events wait until its writes have
+// run and go in a few multi-row statements (batch.go): a burst of creates costs a handful
+// of round trips, not three each. A row one of them refuses (a duplicate ID, a session
+// that does not exist) fails the batch, and alone the write finds out which.
 func (s *Store) commitAll(ctx context.Context, live []*pendingWrite) {
-	err := s.runTx(ctx, true, func(t tx) error {
+	err := s.runBatch(ctx, true, true, func(t tx) error {
 		for _, p := range live {
 			if err := p.fn(t); err != nil {
 				return err

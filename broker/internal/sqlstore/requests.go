@@ -120,6 +120,10 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	if err != nil {
 		return fmt.Errorf("creating request %q: %w", r.ID, err)
 	}
+	if t.later != nil { // a batch: the row goes in with the others (batch.go)
+		t.later.requests = append(t.later.requests, args)
+		return t.notify(ctx, r.ID, r.State)
+	}
 	if err := t.sessionExists(ctx, r.SessionID); err != nil {
 		return fmt.Errorf("creating request %q: %w", r.ID, err)
 	}

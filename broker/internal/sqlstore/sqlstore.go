@@ -49,7 +49,8 @@ type Dialect struct {
 
 // Store is a broker.Store over a database/sql handle.
 type Store struct {
-	db *sql.DB
+	db *sql.DB // reads outside transactions
+	w  *sql.DB // transactions: the same pool as db, or one of their own (NewSplit)
 	d  *Dialect
 
 	mu    sync.Mutex
@@ -118,7 +119,15 @@ func (s *Store) VersionsSessions() {}
 
 // New brings db's schema up to date and returns the store; Close closes db.
 func New(ctx context.Context, db *sql.DB, d *Dialect) (*Store, error) {
-	s := &Store{db: db, d: d, bound: map[string]string{}}
+	return NewSplit(ctx, db, db, d)
+}
+
+// NewSplit is New with the transactions on a pool of their own, writes, and the reads
+// outside them on reads: under a burst of reads a group commit's leader then never waits
+// behind them for a connection (measured on PostgreSQL, 200 agents at once: 1,410 waits
+// for the pool of 16, 25 s in all, most of a request's create). Close closes both.
+func NewSplit(ctx context.Context, reads, writes *sql.DB, d *Dialect) (*Store, error) {
+	s := &Store{db: reads, w: writes, d: d, bound: map[string]string{}}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -136,7 +145,11 @@ func (s *Store) Close() error {
 	}
 	s.stmts = nil
 	s.smu.Unlock()
-	return s.db.Close()
+	err := s.db.Close()
+	if s.w != s.db {
+		err = errors.Join(err, s.w.Close())
+	}
+	return err
 }
 
 // SchemaVersion is the schema version of the dialect's migrations.
@@ -173,6 +186,9 @@ type tx struct {
 	tx       *sql.Tx
 	detached bool
 	notes    *[]string // the changes to announce at commit (notify)
+	// later, in a batch of a group commit without savepoints, holds the rows its writes
+	// append (requests, bindings, audit events), inserted together at its end (batch.go).
+	later *later
 }
 
 func (t tx) ctx(ctx context.Context) context.Context {
@@ -202,7 +218,7 @@ func (s *Store) inTx(ctx context.Context, fn func(tx) error) error {
 // statement outside it would wait in the database's busy handler), else on its own.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if !s.d.GroupCommit {
-		return s.db.ExecContext(ctx, s.q(query), args...)
+		return s.w.ExecContext(ctx, s.q(query), args...)
 	}
 	var res sql.Result
 	err := s.inTx(ctx, func(t tx) error {
@@ -215,13 +231,25 @@ func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result
 
 // runTx runs fn in one transaction under ctx and commits it unless fn fails.
 func (s *Store) runTx(ctx context.Context, detached bool, fn func(tx) error) error {
-	t, err := s.db.BeginTx(ctx, nil)
+	return s.runBatch(ctx, detached, false, fn)
+}
+
+// runBatch is runTx; with batch, the rows fn appends are inserted at its end, many to a
+// statement (batch.go).
+func (s *Store) runBatch(ctx context.Context, detached, batch bool, fn func(tx) error) error {
+	t, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("starting transaction: %w", err)
 	}
 	defer t.Rollback() //nolint:errcheck // a no-op after Commit
-	x := tx{s, t, detached, new([]string)}
+	x := tx{s: s, tx: t, detached: detached, notes: new([]string)}
+	if batch {
+		x.later = &later{}
+	}
 	if err := fn(x); err != nil {
+		return err
+	}
+	if err := x.flushLater(ctx); err != nil {
 		return err
 	}
 	if err := x.flushNotes(ctx); err != nil {
