@@ -303,17 +303,29 @@ func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, t Token) {
 		}
 		wait = min(d, MaxWait)
 	}
+	var first *waiting
+	if wait > 0 { // registered before the read, which then serves as the long poll's first
+		ch, release := s.waiters.wait(id)
+		first = &waiting{ch, release}
+		defer release()
+	}
 	req, ok := s.request(w, r, t, id)
 	if !ok {
 		return
 	}
 	if wait > 0 && !Terminal(req.State) {
-		req, ok = s.longPoll(w, r, req, wait)
+		req, ok = s.longPoll(w, r, req, wait, first)
 		if !ok {
 			return
 		}
 	}
 	writeJSON(w, http.StatusOK, publicRequest(req))
+}
+
+// waiting is a long poll's registration with the notifier.
+type waiting struct {
+	ch      <-chan struct{}
+	release func()
 }
 
 // Long polls read their request again every Options.Recheck, which bounds how stale one
@@ -327,17 +339,27 @@ const (
 // longPoll waits until req changes to a terminal state, the wait ends, the server shuts
 // down or the client leaves. The write deadline is moved past the wait first (and set
 // again when the answer starts): the wait is not the client being slow.
-func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, wait time.Duration) (Request, bool) {
+//
+// first, if set, was registered before req was read: req is then the first round's read.
+func (s *Server) longPoll(w http.ResponseWriter, r *http.Request, req Request, wait time.Duration, first *waiting) (Request, bool) {
 	extendDeadlines(w, 0, wait+s.o.HTTP.WriteTimeout)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		ch, release := s.waiters.wait(req.ID)
-		cur, err := s.o.Store.GetRequest(r.Context(), req.ID) // read after registering: no lost wake-up
-		if err != nil {
-			release()
-			s.internal(w, r, err)
-			return req, false
+		var ch <-chan struct{}
+		var release func()
+		cur := req
+		if first != nil {
+			ch, release, first = first.ch, first.release, nil
+		} else {
+			ch, release = s.waiters.wait(req.ID)
+			var err error
+			cur, err = s.o.Store.GetRequest(r.Context(), req.ID) // read after registering: no lost wake-up
+			if err != nil {
+				release()
+				s.internal(w, r, err)
+				return req, false
+			}
 		}
 		if Terminal(cur.State) || s.stopping.Load() {
 			release()

@@ -76,12 +76,14 @@ func (f *pushFeed) count() int {
 
 // TestFeedWakesLongPollsOnEndsOnly: a change another replica announces that leaves the
 // request open (claimed, building) does not make a long poll read it again; one that may
-// have ended it does, and the poll answers.
+// have ended it does, and the poll answers. The poll reads its request once before it
+// waits: its check of access is that read.
 func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
 	f := &pushFeed{changes: make(chan broker.Change)}
 	e := newEnv(t, func(o *broker.Options) { f.Store = o.Store; o.Store = f; o.Recheck = time.Hour })
 	addr := e.serve(t)
 	r := e.request(e.agentA, e.sesA, `"foo==1.0"`)
+	start := f.count()
 	polled := make(chan broker.Request, 1)
 	go func() {
 		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/requests/"+r.ID+"?wait=60s", nil)
@@ -112,5 +114,8 @@ func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
 	}
 	if n := f.count() - before; n != 1 {
 		t.Errorf("the long poll read its request %d times after it waited, want 1 (on the change that ended it)", n)
+	}
+	if n := f.count() - start; n != 2 { // registered before its first read, which serves both
+		t.Errorf("the long poll read its request %d times in all, want 2 (once before it waits, once at the end)", n)
 	}
 }
