@@ -1,7 +1,9 @@
 package assemble
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	_ "embed"
 	"encoding/json"
 	"fmt"
@@ -50,7 +52,7 @@ type ProbeResult struct {
 	Imported []string          `json:"imported"` // in the order imported
 	Failed   map[string]string `json:"failed"`   // module: "Type: message"
 	Failures []ImportFailure   `json:"failures"` // the same, with the traceback's last lines
-	Warnings []ImportWarning   `json:"warnings"` // what each import wrote on stderr
+	Warnings []ImportWarning   `json:"warnings"` // what each import wrote on stdout or stderr
 }
 
 // ImportFailure is one import that raised.
@@ -61,7 +63,8 @@ type ImportFailure struct {
 	Lines   []string `json:"lines"`   // the last lines of the traceback
 }
 
-// ImportWarning is what one import wrote on stderr (warnings, C libraries' messages).
+// ImportWarning is what one import wrote on stdout or stderr (a banner, warnings, C
+// libraries' messages).
 type ImportWarning struct {
 	Module string `json:"module"`
 	Text   string `json:"text"`
@@ -79,8 +82,14 @@ func ProbeCommand(python, site string) []string {
 // non-interactive Agg backend, as it must without a display.
 var ProbeEnv = map[string]string{"MPLBACKEND": "Agg"}
 
-// ParseProbe decodes the probe's output.
+// ParseProbe decodes the probe's output: one JSON object, which the probe writes on a
+// descriptor of its own (what the layers' modules print goes to the warnings).
 func ParseProbe(stdout []byte) (*ProbeResult, error) {
+	if len(bytes.TrimSpace(stdout)) == 0 {
+		return nil, errors.New("reading the import probe's output: it wrote nothing: " +
+			"an import ended the interpreter before the probe could answer (os._exit, a crash); " +
+			"import the layers' modules one by one in `pylayer run` to find which")
+	}
 	var r ProbeResult
 	if err := json.Unmarshal(stdout, &r); err != nil {
 		return nil, fmt.Errorf("reading the import probe's output: %w", err)
@@ -92,7 +101,7 @@ func ParseProbe(stdout []byte) (*ProbeResult, error) {
 }
 
 // Summary says in a few lines which imports failed and why, and what imports wrote on
-// stderr; "" when every import was clean.
+// stdout or stderr; "" when every import was clean.
 func (r *ProbeResult) Summary() string {
 	var b strings.Builder
 	if n := len(r.Failures); n > 0 {
@@ -105,7 +114,7 @@ func (r *ProbeResult) Summary() string {
 		if b.Len() > 0 {
 			b.WriteString("\n")
 		}
-		fmt.Fprintf(&b, "%d imports wrote on stderr:", len(r.Warnings))
+		fmt.Fprintf(&b, "%d imports wrote on stdout or stderr:", len(r.Warnings))
 		for _, w := range r.Warnings {
 			fmt.Fprintf(&b, "\n  %s: %s", w.Module, firstLine(w.Text))
 		}

@@ -3,10 +3,21 @@
 # imports what users import from each distribution installed under "site": every
 # top-level name (top_level.txt, else RECORD's top-level entries), then the known
 # submodules of each that imported (one this version lacks is not a failure). For each import it keeps what was written on
-# fd 2 (warnings, and C libraries' complaints such as fontconfig's), and for a failure
-# the exception's type, message and the last lines of its traceback. It prints one
-# JSON object on stdout and nothing else.
+# fd 1 and fd 2 (a banner, warnings, and C libraries' complaints such as fontconfig's),
+# and for a failure the exception's type, message and the last lines of its traceback.
+# It writes one JSON object on its original stdout and nothing else: before the first
+# import that descriptor is kept as a private (non-inherited) copy and fd 1 goes to
+# /dev/null, so what a module prints, at import or at exit, or what a subprocess of it
+# writes, never mixes with the result (nor forges it by printing JSON of its own). Code
+# of a layer runs in this process and could still reach the copy on purpose: the probe's
+# result is a diagnosis of the layers' imports, not a security check of them.
 import importlib, importlib.metadata as md, json, os, sys, tempfile, traceback
+
+_RESULT = os.dup(1)  # os.dup's copy is close-on-exec: no subprocess inherits it
+_null = os.open(os.devnull, os.O_WRONLY)
+sys.stdout.flush()
+os.dup2(_null, 1)
+os.close(_null)
 
 arg = json.loads(sys.argv[1])
 site, known = arg["site"], arg["submodules"]
@@ -42,8 +53,10 @@ def probe(mod, optional=False):
     except OSError:
         tmp = None
     if tmp is not None:
+        sys.stdout.flush()
         sys.stderr.flush()
         saved = os.dup(2)
+        os.dup2(tmp.fileno(), 1)
         os.dup2(tmp.fileno(), 2)
     err = None
     try:
@@ -52,9 +65,16 @@ def probe(mod, optional=False):
         err = e
     finally:
         if tmp is not None:
-            sys.stderr.flush()
+            for f in (sys.stdout, sys.stderr):
+                try:
+                    f.flush()
+                except Exception:
+                    pass
             os.dup2(saved, 2)
             os.close(saved)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.close(null)
             tmp.seek(0)
             text = tmp.read(16384).decode("utf-8", "replace").strip()
             tmp.close()
@@ -85,4 +105,6 @@ for t in sorted(mods):
     if probe(t):
         for sub in known.get(t, []):
             probe(sub, optional=True)
-print(json.dumps(out))
+view = memoryview((json.dumps(out) + "\n").encode())
+while view:
+    view = view[os.write(_RESULT, view):]

@@ -2,10 +2,13 @@ package assemble
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -98,7 +101,7 @@ func TestProbeScript(t *testing.T) {
 		t.Errorf("warnings %+v, want flat's UserWarning and noisy's fd 2 line", r.Warnings)
 	}
 	sum := r.Summary()
-	for _, want := range []string{"2 of 5 imports failed", "PIL.Image: ImportError: libimagequant.so.0", "numpy: RuntimeError: broken", "2 imports wrote on stderr", "noisy: Fontconfig error"} {
+	for _, want := range []string{"2 of 5 imports failed", "PIL.Image: ImportError: libimagequant.so.0", "numpy: RuntimeError: broken", "2 imports wrote on stdout or stderr", "noisy: Fontconfig error"} {
 		if !strings.Contains(sum, want) {
 			t.Errorf("summary lacks %q:\n%s", want, sum)
 		}
@@ -116,6 +119,65 @@ func failedModules(r *ProbeResult) []string {
 	return out
 }
 
+// TestProbeOutputNotForged: a module that prints on import (a banner, or JSON that looks
+// like the probe's answer), from Python, from a subprocess or at exit, neither breaks the
+// probe's answer nor replaces it; what it printed is reported as that import's output.
+func TestProbeOutputNotForged(t *testing.T) {
+	python, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatalf("the probe is Python: %v", err)
+	}
+	site := t.TempDir()
+	fake := `{"python": "0", "imported": ["forged"], "failed": {}, "failures": [], "warnings": []}`
+	writeDist(t, site, "chatty", []string{"chatty"}, map[string]string{"chatty/__init__.py": "import atexit, os, subprocess, sys\n" +
+		"print('chatty 1.0 loaded')\n" +
+		"print(" + strconv.Quote(fake) + ")\n" +
+		"sys.stdout.flush()\n" +
+		"os.write(1, b'from fd 1\\n')\n" +
+		"subprocess.run([sys.executable, '-c', 'print(\"from a child\")'])\n" +
+		"atexit.register(lambda: print(" + strconv.Quote(fake) + "))\n"})
+	writeDist(t, site, "broken", []string{"broken"}, map[string]string{"broken/__init__.py": "raise ImportError('no')\n"})
+	cmd := ProbeCommand(python, site)
+	c := exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
+	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, stderr.String())
+	}
+	r, err := ParseProbe(out)
+	if err != nil {
+		t.Fatalf("%v\noutput: %q", err, out)
+	}
+	if want := []string{"chatty"}; !slices.Equal(r.Imported, want) {
+		t.Errorf("imported %q, want %q", r.Imported, want)
+	}
+	if want := []string{"broken"}; !slices.Equal(failedModules(r), want) {
+		t.Errorf("failed %q, want %q", failedModules(r), want)
+	}
+	if len(r.Warnings) != 1 || r.Warnings[0].Module != "chatty" {
+		t.Fatalf("warnings %+v, want chatty's output", r.Warnings)
+	}
+	for _, want := range []string{"chatty 1.0 loaded", "from fd 1", "from a child", `"forged"`} {
+		if !strings.Contains(r.Warnings[0].Text, want) {
+			t.Errorf("chatty's output %q lacks %q", r.Warnings[0].Text, want)
+		}
+	}
+
+	// A module that ends the interpreter at import leaves no answer, and the error says so.
+	writeDist(t, site, "aaexit", []string{"aaexit"}, map[string]string{"aaexit/__init__.py": "import os\nprint(" + strconv.Quote(fake) + ", flush=True)\nos._exit(0)\n"})
+	c = exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
+	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
+	out, err = c.Output()
+	if err != nil {
+		t.Fatalf("probe: %v", err)
+	}
+	if r, err := ParseProbe(out); err == nil || !strings.Contains(err.Error(), "wrote nothing") {
+		t.Fatalf("ParseProbe of a probe ended by an import: %+v, %v (output %q)", r, err, out)
+	}
+}
+
 func TestParseProbeRefusesGarbage(t *testing.T) {
 	if _, err := ParseProbe([]byte("Traceback (most recent call last):")); err == nil {
 		t.Fatal("ParseProbe accepted output that is not the probe's JSON")
@@ -124,4 +186,39 @@ func TestParseProbeRefusesGarbage(t *testing.T) {
 	if err != nil || r.Failed == nil || r.Summary() != "" {
 		t.Fatalf("ParseProbe of a clean probe: %+v %v", r, err)
 	}
+}
+
+// FuzzParseProbe: any output of a sandbox decodes or is refused, never panics; what
+// decodes summarises, and encodes back to what decodes the same.
+func FuzzParseProbe(f *testing.F) {
+	f.Add([]byte(`{"python":"3.11.2","imported":["a"]}`))
+	f.Add([]byte(`{"python":"3.12.4","prefix":"/opt/python","imported":["PIL"],"failed":{"numpy":"RuntimeError: x\ny"},` +
+		`"failures":[{"module":"numpy","type":"RuntimeError","message":"x\ny","lines":["a","b"]}],"warnings":[{"module":"PIL","text":"w"}]}`))
+	f.Add([]byte("Traceback (most recent call last):"))
+	f.Add([]byte("  \n"))
+	f.Add([]byte(`{"failed":null,"failures":[null],"warnings":[{}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := ParseProbe(b)
+		if err != nil {
+			if r != nil {
+				t.Fatalf("a result with an error: %+v", r)
+			}
+			return
+		}
+		if r.Failed == nil {
+			t.Fatal("Failed is nil")
+		}
+		_ = r.Summary()
+		again, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := ParseProbe(again)
+		if err != nil {
+			t.Fatalf("re-encoded %s: %v", again, err)
+		}
+		if !reflect.DeepEqual(r, r2) {
+			t.Fatalf("round trip changed the result:\n%+v\n%+v", r, r2)
+		}
+	})
 }
