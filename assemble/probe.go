@@ -3,9 +3,9 @@ package assemble
 import (
 	"bytes"
 	"context"
-	"errors"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
