@@ -21,7 +21,8 @@
 #       (host cache and the session's font cache warm) vs the same interpreter tree and layer
 #       files run on the host; and the whole session run vs a fresh venv + pip install of the
 #       same wheels + the import.
-# Prints medians of RUNS runs, differences and ratios, and a summary table.
+# Prints medians of RUNS runs, differences and ratios, and a summary table. BASE=PATH times
+# another pylayer binary (an older build) in (a) and (e) too, in the same runs.
 #
 #   make build && bash bench/run.sh        # RUNS=10 by default; under ~3 minutes
 set -euo pipefail
@@ -29,12 +30,14 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 RUNS=${RUNS:-10}
+BASE=${BASE:-}
 PY=/usr/bin/python3.11
 IMPORT='import docx, openpyxl'
 
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || die "RUNS=${RUNS@Q}: want a positive integer"
 command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds test/cmd/mkindex)"
 [[ -x bin/pylayer ]] || die "bin/pylayer is missing: run 'make build' first"
+[[ -z $BASE || -x $BASE ]] || die "BASE=${BASE@Q}: not an executable"
 [[ -x $PY ]] || die "$PY is missing: apt-get install -y python3.11 python3.11-venv"
 command -v bwrap >/dev/null || die "bwrap is missing: apt-get install -y bubblewrap"
 $PY -c 'import ensurepip, venv' 2>/dev/null || die "$PY has no venv/ensurepip: apt-get install -y python3.11-venv"
@@ -68,6 +71,7 @@ root=$(bin/pylayer pull "$ref" 2>>"$work/errors.log")
 sp=$root/site-packages
 ls "$sp"/docx/__pycache__/*.cpython-311.pyc >/dev/null 2>&1 || die "the layer has no .pyc for $PY: was it built with --interpreter?"
 session() { bin/pylayer run --layer "$ref" -- python3 -c "$1"; }
+base_session() { "$BASE" run --layer "$ref" -- python3 -c "$1"; }
 bare() { env -i PATH=/usr/bin:/bin HOME="$work" PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 ${2:+PYTHONPATH=$2} "$PY" -c "$1"; }
 # Both must work, from the expected files, before anything is timed.
 session 'import docx, sys; assert docx.__file__.startswith("/opt/pylayer/layers/"), docx.__file__' 2>/dev/null \
@@ -82,6 +86,7 @@ venv_import() {
 }
 # Warm-up, not timed: page cache, bwrap, the venv's ensurepip wheels.
 session pass 2>/dev/null; bare pass; session "$IMPORT" 2>/dev/null; bare "$IMPORT" "$sp"; venv_import
+[[ -z $BASE ]] || base_session pass 2>/dev/null || die "BASE=$BASE cannot run a session"
 
 # --- measurements: the two sides alternate who goes first -----------------------------------
 for i in $(seq "$RUNS"); do
@@ -93,6 +98,7 @@ for i in $(seq "$RUNS"); do
     timed "$work/a.bare" bare pass; timed "$work/a.session" session pass
     timed "$work/b.bare" bare "$IMPORT" "$sp"; timed "$work/b.session" session "$IMPORT"
   fi
+  [[ -z $BASE ]] || timed "$work/a.base" base_session pass
   timed "$work/c.venv" venv_import
 done
 
@@ -115,6 +121,11 @@ bare side: env -i PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 [PYTHONPATH=<laye
 | (b) import docx, openpyxl (fresh session) | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$b_b")") | $(printf '%7sx of bare' "$rb") | <= 1.20x $(verdict "$rb" 1.2000001 "<") |
 | (c) venv + pip install + import           | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$c_v")") | $(printf '%7sx faster ' "$rc") | >= 15x   $(verdict "$rc" 15 ">=") |
 EOF
+if [[ -n $BASE ]]; then
+  a_x=$(m a.base)
+  printf '| (a) BASE python3 -c pass                  | %8s ms | %6s ms | %7s ms more  | (before)        |\n' "$(ms "$a_x")" "$(ms "$a_b")" \
+    "$(awk -v s="$a_x" -v b="$a_b" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }')"
+fi
 
 # --- (d) what hardening costs: the same session hardened and as before, alternating, in the
 # sandbox package's own benchmark (the unhardened sandbox cannot be asked for from the CLI).
@@ -133,23 +144,28 @@ EOF
 # both spawned by one small timer (a shell's date calls would cost more than what is timed),
 # and the package initialisation GODEBUG=inittrace=1 reports before main.
 echo "measuring start-up (pylayer --version, /bin/true) ..." >&2
-read -r v_med v_floor < <(python3 - "$((RUNS * 20))" bin/pylayer <<'PY'
+read -r v_med v_floor v_base < <(python3 - "$((RUNS * 20))" bin/pylayer "$BASE" <<'PY'
 import statistics, subprocess, sys, time
-n, exe = int(sys.argv[1]), sys.argv[2]
-def med(cmd):
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter_ns(); subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True); ts.append(time.perf_counter_ns() - t)
-    return int(statistics.median(ts))
-for _ in range(20): subprocess.run([exe, "--version"], stdout=subprocess.DEVNULL, check=True)
-print(med([exe, "--version"]), med(["/bin/true"]))
+n, exe, base = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+cmds = [[exe, "--version"], ["/bin/true"]] + ([[base, "--version"]] if base else [])
+ts = [[] for _ in cmds]
+for c in cmds:
+    for _ in range(20): subprocess.run(c, stdout=subprocess.DEVNULL, check=True)
+for i in range(n):  # interleaved: the load others put on the machine falls on each alike
+    for k, c in enumerate(cmds):
+        t = time.perf_counter_ns(); subprocess.run(c, stdout=subprocess.DEVNULL, check=True); ts[k].append(time.perf_counter_ns() - t)
+print(*[int(statistics.median(t)) for t in ts])
 PY
 )
 [[ -n ${v_med:-} && -n ${v_floor:-} ]] || die "timing pylayer --version failed"
-inits=$(GODEBUG=inittrace=1 bin/pylayer --version 2>&1 >/dev/null | awk '/^init / { n++; t += $5 } END { printf "%d inits %.1f ms", n, t }')
+inittrace() { GODEBUG=inittrace=1 "$1" --version 2>&1 >/dev/null | awk '/^init / { n++; t += $5 } END { printf "%d inits %.1f ms", n, t }'; }
+inits=$(inittrace bin/pylayer)
 cat <<EOF
 | (e) pylayer --version (/bin/true as peer) | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%-15s' "$inits") | < 3 ms   $(verdict "$(ms "$v_med")" 3 "<") |
 EOF
+if [[ -n $BASE ]]; then
+  printf '| (e) BASE --version                        | %8s ms | %6s ms | %-15s | (before)        |\n' "$(ms "$v_base")" "$(ms "$v_floor")" "$(inittrace "$BASE")"
+fi
 
 # --- (f) the curated base: the import users do, in a warm session vs the same files on the
 # host with the same interpreter (timed inside the process, so bwrap's start is not in it),
