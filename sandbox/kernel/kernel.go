@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -292,32 +293,12 @@ func (k *Kernel) kill(reason string) {
 // read dispatches the driver's events until its stdout ends, then waits for
 // the process and says why it is gone.
 func (k *Kernel) read(stderrDone <-chan struct{}) {
-	r := bufio.NewReaderSize(k.proc.Stdout(), 64<<10)
 	limit := k.maxLine()
-	var line []byte
-	for {
-		chunk, err := r.ReadSlice('\n')
-		line = append(line, chunk...)
-		if err == bufio.ErrBufferFull {
-			if len(line) > limit {
-				// The cell's code can write to this pipe too: it must not make
-				// the host hold an endless line.
-				k.kill(fmt.Sprintf("the kernel's process broke the protocol (a line of over %d bytes)", limit))
-				_, _ = io.Copy(io.Discard, r)
-				break
-			}
-			continue
-		}
-		if len(line) > 0 {
-			k.dispatch(line)
-		}
-		line = line[:0]
-		if cap(line) > 1<<20 {
-			line = nil // do not keep a big display's buffer
-		}
-		if err != nil {
-			break
-		}
+	if err := readLines(k.proc.Stdout(), limit, k.dispatch); errors.Is(err, errLineTooLong) {
+		// The cell's code can write to this pipe too: it must not make the host
+		// hold an endless line.
+		k.kill(fmt.Sprintf("the kernel's process broke the protocol (a line of over %d bytes)", limit))
+		_, _ = io.Copy(io.Discard, k.proc.Stdout())
 	}
 	// The driver's stdout is held by bwrap too: its end means the sandbox is
 	// ending. Give it a moment to exit with its own status before killing it.
@@ -337,6 +318,42 @@ func (k *Kernel) read(stderrDone <-chan struct{}) {
 	}
 	k.mu.Unlock()
 	close(k.done)
+}
+
+// errLineTooLong: a line of the driver's is longer than its cap.
+var errLineTooLong = errors.New("protocol line too long")
+
+// readLines calls fn with each line of r, without its newline (the last one
+// may lack it), until EOF; a line longer than limit bytes stops it with
+// errLineTooLong, and a read error other than EOF is returned. fn's line is
+// valid only during the call.
+func readLines(r io.Reader, limit int, fn func(line []byte)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		line = append(line, chunk...)
+		if len(bytes.TrimSuffix(line, []byte("\n"))) > limit {
+			return errLineTooLong
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if len(line) > 0 {
+			fn(bytes.TrimSuffix(line, []byte("\n")))
+		}
+		line = line[:0]
+		if cap(line) > 1<<20 {
+			line = nil // do not keep a big display's buffer
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF), errors.Is(err, os.ErrClosed):
+			return nil
+		default:
+			return err
+		}
+	}
 }
 
 // maxLine bounds one line from the driver: the biggest event it sends is a
