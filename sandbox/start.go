@@ -43,7 +43,8 @@ type Process struct {
 // with its parent). ctx bounds the start only, not the process's life.
 //
 // The caller reads Stdout and Stderr until EOF (a pipe not read fills up and
-// blocks the command) and ends the process with Kill, or Wait for it to exit.
+// blocks the command) and closes them, and ends the process with Kill, or Wait
+// for it to exit.
 func Start(ctx context.Context, bwrap string, s Spec, o StartOptions) (*Process, error) {
 	ro, err := RunOptions{User: o.User, ID: o.ID}.withDefaults()
 	if err != nil {
@@ -104,12 +105,14 @@ func (p *Process) PID() int { return p.pid }
 func (p *Process) Stdin() io.WriteCloser { return p.stdin }
 
 // Stdout is the read end of the command's standard output; EOF once every
-// process of the sandbox that held it is gone (or closed it).
-func (p *Process) Stdout() io.Reader { return p.stdout }
+// process of the sandbox that held it is gone (or closed it). The caller
+// closes it once done with it: nothing else does, and an unclosed pipe is a
+// descriptor held until the garbage collector finds it.
+func (p *Process) Stdout() io.ReadCloser { return p.stdout }
 
 // Stderr is the read end of the command's standard error (bwrap's own errors
-// land here too).
-func (p *Process) Stderr() io.Reader { return p.stderr }
+// land here too); the caller closes it, as Stdout.
+func (p *Process) Stderr() io.ReadCloser { return p.stderr }
 
 // Done is closed when bwrap has exited and been reaped.
 func (p *Process) Done() <-chan struct{} { return p.done }

@@ -22,8 +22,8 @@ func (p *Process) ID() string            { return "" }
 func (p *Process) Identity() Identity    { return Identity{} }
 func (p *Process) PID() int              { return 0 }
 func (p *Process) Stdin() io.WriteCloser { return nil }
-func (p *Process) Stdout() io.Reader     { return nil }
-func (p *Process) Stderr() io.Reader     { return nil }
+func (p *Process) Stdout() io.ReadCloser { return nil }
+func (p *Process) Stderr() io.ReadCloser { return nil }
 func (p *Process) Done() <-chan struct{} { return nil }
 func (p *Process) Wait() error           { return errNotLinux }
 func (p *Process) ExitCode() int         { return -1 }

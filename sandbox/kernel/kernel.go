@@ -133,6 +133,7 @@ func Start(ctx context.Context, o Options) (*Kernel, error) {
 	stderrDone := make(chan struct{})
 	go func() {
 		_, _ = io.Copy(&k.diag, p.Stderr())
+		_ = p.Stderr().Close()
 		close(stderrDone)
 	}()
 	go k.read(stderrDone)
@@ -300,6 +301,7 @@ func (k *Kernel) read(stderrDone <-chan struct{}) {
 		k.kill(fmt.Sprintf("the kernel's process broke the protocol (a line of over %d bytes)", limit))
 		_, _ = io.Copy(io.Discard, k.proc.Stdout())
 	}
+	_ = k.proc.Stdout().Close()
 	// The driver's stdout is held by bwrap too: its end means the sandbox is
 	// ending. Give it a moment to exit with its own status before killing it.
 	t := time.NewTimer(2 * time.Second)

@@ -3,14 +3,17 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -472,5 +475,77 @@ func TestStartFails(t *testing.T) {
 	}
 	if _, err := Start(context.Background(), Options{Bwrap: b, Spec: sandbox.Spec{Workspace: "relative"}}); !errors.Is(err, sandbox.ErrInvalidSpec) {
 		t.Fatalf("Start with a bad spec: %v", err)
+	}
+}
+
+// TestRestartsLeakNothing starts and closes a kernel 20 times (with a cell
+// that leaves a background child, and one killed for ignoring its interrupt):
+// the test process holds no more descriptors after than before, and every
+// kernel's bwrap is reaped (no zombie, no process left).
+func TestRestartsLeakNothing(t *testing.T) {
+	testenv.Integration(t, "bwrap")
+	b, err := sandbox.FindBwrap()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds := func() int {
+		es, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(es)
+	}
+	run := func(i int) int {
+		k, err := Start(context.Background(), Options{Bwrap: b, Grace: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := "import subprocess\nsubprocess.Popen(['sleep', '60'])\nprint('ok')"
+		if i%5 == 4 {
+			code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+		}
+		res, err := k.Exec(context.Background(), code, 100*time.Millisecond+time.Duration(i%5/4)*time.Second, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%5 == 4 && !res.Dead {
+			t.Fatalf("run %d: a cell ignoring its interrupt left its kernel alive: %+v", i, res)
+		}
+		if err := k.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return k.PID()
+	}
+	run(0) // the runtime's own descriptors (the poller's) are made on first use
+	before := fds()
+	var pids []int
+	for i := 1; i <= 20; i++ {
+		pids = append(pids, run(i))
+	}
+	if after := fds(); after != before {
+		es, _ := os.ReadDir("/proc/self/fd")
+		var what []string
+		for _, e := range es {
+			l, _ := os.Readlink(filepath.Join("/proc/self/fd", e.Name()))
+			what = append(what, e.Name()+"="+l)
+		}
+		t.Errorf("%d descriptors before 20 restarts, %d after: %s", before, after, strings.Join(what, " "))
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("bwrap %d of a closed kernel: kill 0: %v, want ESRCH (reaped)", pid, err)
+		}
+	}
+	es, _ := os.ReadDir("/proc")
+	for _, e := range es {
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
+			t.Errorf("a child of the test outlived its kernel: /proc/%s/stat %s", e.Name(), b)
+		}
 	}
 }
