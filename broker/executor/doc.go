@@ -34,8 +34,13 @@
 // os.Root, so no path, and no symbolic link the session made, leads out of it;
 // ".." is refused outright. A put is written to a temporary name beside its
 // target and renamed into place, capped at MaxFile (broker.ErrTooLarge, nothing
-// left behind). When the manager runs as root, what it creates is handed to the
-// sandbox host user (sandbox.HostIdentity), as the workspace is.
+// left behind); a symbolic link at the target is replaced, never followed, and a
+// directory there is refused. OpenFile reads regular files only (a FIFO or device is
+// refused, not opened). A listing holds at most 10,000 entries: a bigger directory is
+// broker.ErrTooLarge, never an arbitrary part of it. What the file system refuses of a
+// name (longer than 255 bytes, a file where a directory must be) is broker.ErrInvalid.
+// When the manager runs as root, what it creates is handed to the sandbox host user
+// (sandbox.HostIdentity), as the workspace is.
 //
 // It logs through Options.Logger, never a call's code or output. It may import
 // only broker, assemble, sandbox and sandbox/kernel of the module (internal/depcheck).

@@ -56,6 +56,10 @@ func fsError(op, p string, err error) error {
 		return fmt.Errorf("%s %s: %w: a component of the path is not a directory", op, p, broker.ErrInvalid)
 	case errors.Is(err, syscall.ELOOP):
 		return fmt.Errorf("%s %s: %w: too many symbolic links", op, p, broker.ErrInvalid)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("%s %s: %w: a name in the path is longer than the 255 bytes the file system allows", op, p, broker.ErrInvalid)
+	case errors.Is(err, syscall.EISDIR):
+		return fmt.Errorf("%s %s: %w: it is a directory", op, p, broker.ErrInvalid)
 	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -152,7 +156,9 @@ func info(p string, fi fs.FileInfo) broker.FileInfo {
 
 // PutFile writes body to p in the session's workspace, creating its directories. It is
 // written to a temporary name beside p and renamed into place, so a reader never sees
-// half a file, nor one past MaxFile (ErrTooLarge: nothing is written).
+// half a file, nor one past MaxFile (ErrTooLarge: nothing is written). A symbolic link
+// at p is replaced by the file, and what it pointed to is left as it was; a directory
+// at p is ErrInvalid.
 func (m *Manager) PutFile(ctx context.Context, s broker.Session, p string, body io.Reader) (broker.FileInfo, error) {
 	p, err := cleanPath(p, false)
 	if err != nil {
@@ -200,6 +206,11 @@ func (m *Manager) PutFile(ctx context.Context, s broker.Session, p string, body 
 	}
 	if err := f.Close(); err != nil {
 		return broker.FileInfo{}, fmt.Errorf("writing %s: %w", p, err)
+	}
+	// The rename replaces a file or a symbolic link at p (the link itself, never what
+	// it points to); a directory it cannot replace.
+	if fi, err := r.Lstat(p); err == nil && fi.IsDir() {
+		return broker.FileInfo{}, fmt.Errorf("writing %s: %w: it is a directory; delete it first, or write to a path inside it", p, broker.ErrInvalid)
 	}
 	if err := r.Rename(tmp, p); err != nil {
 		r.Remove(tmp)
@@ -272,7 +283,12 @@ func (m *Manager) OpenFile(ctx context.Context, s broker.Session, p string) (io.
 		return nil, broker.FileInfo{}, err
 	}
 	defer r.Close()
-	// O_NONBLOCK: a FIFO the session made opens at once (and is then refused).
+	// A special file is refused before it is opened (opening a device may act); the
+	// check on the open file below is the one that holds. O_NONBLOCK: a FIFO made
+	// meanwhile opens at once (and is then refused).
+	if fi, err := r.Stat(p); err == nil && !fi.Mode().IsRegular() && !fi.IsDir() {
+		return nil, broker.FileInfo{}, fmt.Errorf("reading %s: %w: it is not a regular file", p, broker.ErrInvalid)
+	}
 	f, err := r.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, broker.FileInfo{}, fsError("reading", p, err)
@@ -294,7 +310,8 @@ func (m *Manager) OpenFile(ctx context.Context, s broker.Session, p string) (io.
 }
 
 // ListFiles lists the directory dir of the session's workspace ("" is the workspace),
-// sorted by name, without following symbolic links.
+// sorted by name, without following symbolic links; a directory of more than maxList
+// entries is ErrTooLarge.
 func (m *Manager) ListFiles(ctx context.Context, s broker.Session, dir string) ([]broker.FileInfo, error) {
 	dir, err := cleanPath(dir, true)
 	if err != nil {
@@ -310,9 +327,14 @@ func (m *Manager) ListFiles(ctx context.Context, s broker.Session, dir string) (
 		return nil, fsError("listing", dir, err)
 	}
 	defer d.Close()
-	names, err := d.Readdirnames(maxList)
+	names, err := d.Readdirnames(maxList + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fsError("listing", dir, err)
+	}
+	if len(names) > maxList {
+		// A part of it would be an arbitrary one (directory order, not names').
+		return nil, fmt.Errorf("listing %s: %w: the directory holds more than %d entries; list its subdirectories, or run ls or find in it with the shell route",
+			dir, broker.ErrTooLarge, maxList)
 	}
 	slices.Sort(names)
 	out := make([]broker.FileInfo, 0, len(names))

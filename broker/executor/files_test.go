@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -229,5 +230,77 @@ func TestFilesHandedToSandboxUser(t *testing.T) {
 	fi, _ := os.Stat(filepath.Join(h.root, cacheDir))
 	if fi.Mode().Perm() != 0o711 {
 		t.Errorf("the sessions' caches' directory is %v, want 0711", fi.Mode().Perm())
+	}
+}
+
+// TestFilesBadNames: what the file system refuses of a path is the client's error (400),
+// not the host's (a 500 whose cause only the host's log has), and a PUT onto a symbolic
+// link replaces the link, never what it points to.
+func TestFilesBadNames(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session("ses_a")
+	ctx := context.Background()
+	long := strings.Repeat("é", 200) // 400 bytes: past NAME_MAX
+	if _, err := h.m.PutFile(ctx, s, long, strings.NewReader("x")); !errors.Is(err, broker.ErrInvalid) || !strings.Contains(err.Error(), "255") {
+		t.Errorf("PUT of a 400-byte name: %v, want ErrInvalid naming the 255-byte limit", err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "dir/"+long+"/f", strings.NewReader("x")); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("PUT under a 400-byte directory name: %v, want ErrInvalid", err)
+	}
+	if _, _, err := h.m.OpenFile(ctx, s, long); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("GET of a 400-byte name: %v, want ErrInvalid", err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "d/f", strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "d", strings.NewReader("x")); !errors.Is(err, broker.ErrInvalid) || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("PUT onto a directory: %v, want ErrInvalid saying it is a directory", err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "d/f/g", strings.NewReader("x")); !errors.Is(err, broker.ErrInvalid) {
+		t.Errorf("PUT under a file: %v, want ErrInvalid", err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "ünï/☃.txt", strings.NewReader("snow")); err != nil {
+		t.Errorf("PUT of a unicode name: %v", err)
+	}
+	ws := filepath.Join(h.root, "ses_a")
+	if err := os.Symlink("d/f", filepath.Join(ws, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.m.PutFile(ctx, s, "link", strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(ws, "link")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("PUT onto a link: %v %v, want the link replaced by a file", fi, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(ws, "d", "f")); string(b) != "x" {
+		t.Errorf("PUT onto a link changed its target: %q", b)
+	}
+}
+
+// TestListFilesCap: a directory of more entries than a listing holds is refused with
+// what to do, not cut at an arbitrary subset of its names.
+func TestListFilesCap(t *testing.T) {
+	h := newHarness(t, nil)
+	s := h.session("ses_a")
+	ctx := context.Background()
+	if _, err := h.m.PutFile(ctx, s, "big/0", strings.NewReader("")); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(h.root, "ses_a", "big")
+	for i := 1; i <= maxList; i++ {
+		f, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if l, err := h.m.ListFiles(ctx, s, "big"); !errors.Is(err, broker.ErrTooLarge) || !strings.Contains(err.Error(), "shell") {
+		t.Fatalf("ListFiles of %d entries: %d listed, %v; want ErrTooLarge with a hint", maxList+1, len(l), err)
+	}
+	if err := os.Remove(filepath.Join(dir, "0")); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := h.m.ListFiles(ctx, s, "big"); err != nil || len(l) != maxList {
+		t.Fatalf("ListFiles of %d entries: %d, %v", maxList, len(l), err)
 	}
 }
