@@ -22,10 +22,19 @@
 // tree into the layer root as soon as it is unpacked, and makes the new trees
 // and the layer durable with one syncfs before renaming them into place, trees
 // first (writeback starts in the background while it still unpacks, so that
-// this syncfs finds little left to write). Cross-process flock locks make many processes installing the same
-// layer download and unpack each blob once; an install never waits for a tree
-// lock while it holds trees not yet in place. A layer that a running sandbox
-// holds (Hold) is never removed by GC.
+// this syncfs finds little left to write). Files are linked relative to
+// descriptors of their directories (one linkat each, no path walks).
+//
+// Why a layer root is hardlinks, not a mount of its trees: a sandbox mounts
+// one directory per layer, as bwrap 0.8 (Debian 12) has no --overlay-src
+// (it came in 0.9), and a bind mount per tree costs about 0.2 ms of session
+// start each (measured: 30 binds +5 ms, 90 binds +30 ms per bwrap start),
+// where linking costs once per pull.
+//
+// Cross-process flock locks make many processes installing the same layer
+// download and unpack each blob once; an install never waits for a tree lock
+// while it holds trees not yet in place. A layer that a running sandbox holds
+// (Hold) is never removed by GC.
 //
 // Archives are unpacked defensively by oci/untar (regular files and directories
 // only, no links, devices, setuid bits, absolute or ".." paths, duplicate
