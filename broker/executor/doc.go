@@ -20,6 +20,9 @@
 //   - A process idle for IdleTimeout is stopped; one that has exited, or does not
 //     answer a health check (every HealthEvery while idle), is dropped. The next
 //     call starts another and says the state was lost (Restarted, RestartReason).
+//   - The record of a session with no process (its last 50 runs, why its process
+//     went away) is dropped ForgetAfter (a day) after its last call: the host keeps
+//     no per-session memory of sessions long unused.
 //   - At most MaxLive processes run on the host: starting another stops the one
 //     idle longest; with every one busy the call is broker.ErrUnavailable.
 //   - A cell that ignores its timeout's interrupt is killed by the kernel: the

@@ -28,6 +28,12 @@ const (
 // keepRuns is how many finished runs of a session Runs remembers.
 const keepRuns = 50
 
+// ForgetAfter is how long the record of a session with no process (its kept runs, why
+// its last process went away) outlives its last call: then it is dropped, so that a
+// host serving sessions for months keeps records of the recent ones only. The
+// session's next call starts it afresh (its workspace stays).
+const ForgetAfter = 24 * time.Hour
+
 // pingTimeout bounds one health check.
 const pingTimeout = 5 * time.Second
 
@@ -296,9 +302,9 @@ func (m *Manager) sweeper() {
 	}
 }
 
-// sweep stops the processes that have been idle IdleTimeout or have exited, and pings
+// sweep stops the processes that have been idle IdleTimeout or have exited, pings
 // those not checked for HealthEvery, dropping one that does not answer (the next call
-// starts another).
+// starts another), and forgets the sessions without a process unused for ForgetAfter.
 func (m *Manager) sweep(ctx context.Context) {
 	now := m.o.Now()
 	type stopped struct {
@@ -313,7 +319,16 @@ func (m *Manager) sweep(ctx context.Context) {
 		m.mu.Unlock()
 		return
 	}
-	for _, s := range m.sessions {
+	for id, s := range m.sessions {
+		if !s.busy && s.cur == nil && now.Sub(s.lastUsed) >= ForgetAfter {
+			// Nothing holds it: a call would have marked it busy under m.mu, and only a
+			// session with a process is health-checked or evicted.
+			for _, r := range s.runs {
+				delete(m.owner, r.RunID)
+			}
+			delete(m.sessions, id)
+			continue
+		}
 		if s.busy || s.cur == nil || !s.op.TryLock() {
 			continue
 		}

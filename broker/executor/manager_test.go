@@ -404,3 +404,41 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordsForgotten: a session with no process, unused for ForgetAfter, leaves no
+// record (its runs, their owners) behind, so a host that serves many sessions over time
+// does not grow; one still used, or with a process, is kept.
+func TestRecordsForgotten(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.IdleTimeout = time.Minute; o.HealthEvery = time.Hour })
+	ctx := context.Background()
+	a, b := h.session("ses_a"), h.session("ses_b")
+	ra := h.exec(a, "set x 1", false)
+	h.clock.advance(time.Minute)
+	h.m.sweep(ctx) // a's process is stopped: idle
+	if h.kernel(0).alive() {
+		t.Fatal("not evicted")
+	}
+	h.clock.advance(ForgetAfter - 2*time.Minute)
+	rb := h.exec(b, "set y 1", false)
+	h.m.sweep(ctx)
+	if len(h.m.Runs("ses_a", 0)) != 1 {
+		t.Fatal("a session forgotten before ForgetAfter")
+	}
+	h.clock.advance(time.Minute)
+	h.m.sweep(ctx)
+	h.m.mu.Lock()
+	_, kept := h.m.sessions["ses_a"]
+	_, owned := h.m.owner[ra.RunID]
+	n := len(h.m.sessions)
+	h.m.mu.Unlock()
+	if kept || owned || n != 1 {
+		t.Fatalf("after ForgetAfter: record kept %v, run owned %v, %d records", kept, owned, n)
+	}
+	if _, ok := h.m.RunSession(rb.RunID); !ok {
+		t.Fatal("the used session's run was forgotten")
+	}
+	// A forgotten session starts afresh and says why its state is gone only as a new one.
+	if r := h.exec(a, "get x", false); r.Status != broker.RunError || r.Restarted {
+		t.Fatalf("a forgotten session's next call: %+v", r)
+	}
+}
