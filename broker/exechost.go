@@ -181,6 +181,12 @@ func (h *execHost) authed(next func(http.ResponseWriter, *http.Request, Token)) 
 				return
 			}
 		}
+		if !plainID(sid) {
+			// The id is a path segment of the broker's URL that the caller's token goes to.
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("session id %q is not one", sid),
+				"a session id is up to 128 letters, digits, '.', '_' or '-', not starting with '.' (ses_...)")
+			return
+		}
 		g, err := h.grant(r.Context(), secret, hash, sid)
 		if err != nil {
 			h.refuse(w, r, sid, err)
@@ -188,6 +194,20 @@ func (h *execHost) authed(next func(http.ResponseWriter, *http.Request, Token)) 
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), grantKey{}, g)), t)
 	})
+}
+
+// plainID reports whether id can be a session's id: one path segment that no URL
+// resolution changes (no "." or "..", no slash, nothing escaped).
+func plainID(id string) bool {
+	if id == "" || id[0] == '.' || len(id) > 128 {
+		return false
+	}
+	for _, c := range []byte(id) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // grant asks the broker for sid with secret, or takes its answer of moments ago.

@@ -246,3 +246,23 @@ func TestExecHostRoutes(t *testing.T) {
 		t.Error("a grant TTL past the limit was taken")
 	}
 }
+
+// TestExecHostSessionIDs: a session id that is not one plain path segment ("..", ".",
+// an escaped slash) is refused before the broker is asked: the caller's token goes to
+// the broker's env route of that session, never to another route of the broker.
+func TestExecHostSessionIDs(t *testing.T) {
+	e := newEnv(t, nil)
+	h := newExecHost(t, e, -1)
+	for _, id := range []string{"%2E%2E", "%2E", "a%2Fb", "..%2Fv1%2Fsessions", "%00", strings.Repeat("s", 200)} {
+		code, b := h.do(t, "POST", "/v1/sessions/"+id+"/exec", e.agentA, `{"code": "1"}`)
+		if code != 400 || !strings.Contains(string(b), "session id") {
+			t.Errorf("session id %q: %d %s, want 400", id, code, b)
+		}
+	}
+	if n := h.envs.Load(); n != 0 {
+		t.Errorf("the broker was asked %d times about ids that are not one", n)
+	}
+	if code, b := h.do(t, "POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, `{"code": "1"}`); code != 200 {
+		t.Errorf("a real session: %d %s", code, b)
+	}
+}
