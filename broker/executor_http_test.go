@@ -722,3 +722,50 @@ func TestFilesPathChecks(t *testing.T) {
 		t.Errorf("refused paths reached the executor: %v", calls)
 	}
 }
+
+// TestExecNDJSONClientGone: a client that goes away in the middle of a stream cancels
+// its cell (the call's context ends with the connection): the run ends cancelled, and
+// the session is free for the next call.
+func TestExecNDJSONClientGone(t *testing.T) {
+	e, fx := execEnv(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "POST", e.ts.URL+"/v1/sessions/"+e.sesA+"/exec", strings.NewReader(`{"code": "block"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.agentA)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", broker.NDJSON)
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := <-fx.started
+	if line, err := bufio.NewReader(resp.Body).ReadBytes('\n'); err != nil || !bytes.Contains(line, []byte(run)) {
+		t.Fatalf("first line %q, %v", line, err)
+	}
+	cancel() // the client goes away
+	resp.Body.Close()
+	for {
+		fx.mu.Lock()
+		var status string
+		for _, r := range fx.runs {
+			if r.RunID == run {
+				status = r.Status
+			}
+		}
+		_, running := fx.cancels[run]
+		fx.mu.Unlock()
+		if !running {
+			if status != broker.RunCancelled {
+				t.Fatalf("run %s ended %q, want cancelled", run, status)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond) // polls the condition above
+	}
+	if resp := e.send("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, strings.NewReader(`{"code": "1"}`), "Content-Type", "application/json"); resp.StatusCode != 200 {
+		t.Fatalf("the next call: %d", resp.StatusCode)
+	}
+}
