@@ -24,6 +24,13 @@
 // inline backend registered before any import (matplotlib itself is imported
 // only if the cell does).
 //
+// The private descriptors are private from the cell's subprocesses, not from the
+// cell: its code runs in the driver's process and can write to the protocol pipe.
+// That is tolerated because a kernel serves one session: a forged line can only
+// speak for the session's own run (events of another run id, pongs, a second ready
+// are dropped), what it adds is held to the call's caps, a line past its cap kills
+// the kernel, and a line that is not an event is ignored (FuzzDispatch).
+//
 // Calls are serialised by the caller; a concurrent call gets ErrBusy.
 //
 // Package kernel needs package sandbox only: it must never import registry, oci,
