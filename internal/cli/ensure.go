@@ -42,7 +42,7 @@ func newEnsureCmd(g *globals) *cobra.Command {
 users import from the base: every top-level module of each distribution and the submodules
 users reach for (PIL.Image, matplotlib.pyplot, numpy.linalg ...), and report each import
 that failed (module, exception, the traceback's last lines) and what imports wrote on
-stderr. Failures (a download, a signature, an import) are reported in the result, never
+stdout or stderr. Failures (a download, a signature, an import) are reported in the result, never
 waited on: ensure always returns promptly, and exits 0 unless its own arguments are wrong,
 so a host's start-up goes on in degraded mode.`,
 		Args: cobra.NoArgs,
