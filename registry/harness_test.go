@@ -40,7 +40,7 @@ type server struct {
 	fault       func(w http.ResponseWriter, r *http.Request) bool // true: handled
 }
 
-func newServer(t *testing.T, useTLS bool) *server {
+func newServer(t testing.TB, useTLS bool) *server {
 	t.Helper()
 	s := &server{reg: ggcr.New(ggcr.Logger(log.New(io.Discard, "", 0)))}
 	s.Server = httptest.NewUnstartedServer(s)
