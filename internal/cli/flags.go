@@ -109,6 +109,14 @@ func pushProgress(w io.Writer) func(registry.Event) {
 
 // pullProgress draws one line of bytes fetched on a terminal, its total known from the
 // manifest before the first byte, and with -v logs each blob fetched or found cached.
+//
+// The bar is hand-written, measured against schollz/progressbar v3.19.1 and
+// vbauerster/mpb v8.16.2 (each imported into pylayer, GODEBUG=inittrace=1, medians of 60
+// interleaved runs of --version): they add 2 package inits and 0.014 ms (progressbar, which
+// also requires a newer golang.org/x/term) or 2 inits and 0.077 ms (mpb, with go-runewidth
+// and stripansi) to every command's start-up, 2.93 ms today against a 3 ms target. What
+// either would replace is the one Fprintf below: the work, summing bytes over blobs whose
+// totals arrive (Queued) before the first byte, the terminal check, the -v log lines, stays.
 func pullProgress(cmd *cobra.Command) func(cache.Event) {
 	w := cmd.ErrOrStderr()
 	log := logctx.From(cmd.Context())
