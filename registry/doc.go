@@ -26,7 +26,7 @@
 //     included: +0.20 ms of init clock (mostly klauspost/compress's snapref), and 2.93 ms
 //     wall without it against 3.33 ms with it (medians of 60 interleaved runs, GODEBUG=inittrace=1), past
 //     the 3 ms start-up target;
-//   - it is not faster: BenchmarkPush30 (30 blobs, 28 MiB, in-process registry) is 98
+//   - it is not faster: BenchmarkPush30 (30 blobs, 17 MiB, in-process registry) is 98
 //     requests for a push into an empty registry against remote's 128 (POST, PATCH and
 //     PUT per blob where upload.go sends one PUT), 42 against 94 MB allocated in the
 //     process (the registry included), the same time within noise (29-42 against 31-51

@@ -34,8 +34,8 @@ import (
 	"github.com/pylayer/pylayer/oci"
 )
 
-// wheels30 writes 30 blobs of random bytes, 16 KiB to ~1.8 MiB (about 28 MiB in all, the
-// shape of bench/'s 30-wheel lock), and returns them as an artifact.
+// wheels30 writes 30 blobs of random bytes, 16 KiB to 1.7 MiB (17 MiB in all, a lock of 30
+// wheels of mixed sizes), and returns them as an artifact.
 func wheels30(tb testing.TB) oci.Artifact {
 	tb.Helper()
 	dir := tb.TempDir()
