@@ -2,6 +2,7 @@ package wheel
 
 import (
 	"archive/zip"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -293,6 +294,10 @@ func (p *plan) extract(ctx context.Context, root *os.Root, made dirsMade, e *ent
 	if err := made.mkdirAll(root, path.Dir(e.dest)); err != nil {
 		return w, err
 	}
+	if b, ok := p.held[e.zf]; ok {
+		delete(p.held, e.zf) // written once: let it go
+		return p.writeHeld(root, e, b, mode, o)
+	}
 	rc, err := e.zf.Open()
 	if err != nil {
 		return w, fmt.Errorf("%w: opening %s: %v", ErrBadWheel, e.zf.Name, err)
@@ -333,6 +338,35 @@ func (p *plan) extract(ctx context.Context, root *os.Root, made dirsMade, e *ent
 	if outSum != nil {
 		w.sum = outSum.Sum(nil)
 	}
+	return w, out.Close()
+}
+
+// writeHeld writes a member from the bytes scan verified (extract's parent directory is
+// made): what extract writes, without inflating and checking the member again.
+func (p *plan) writeHeld(root *os.Root, e *entry, b []byte, mode os.FileMode, o InstallOptions) (written, error) {
+	w := written{mode: mode}
+	out, err := root.OpenFile(e.dest, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return w, err
+	}
+	defer out.Close()
+	if e.kind == kindScript {
+		var buf bytes.Buffer
+		if _, err := copyScript(&buf, bytes.NewReader(b), o.ScriptShebang); err != nil {
+			return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
+		}
+		b = buf.Bytes()
+	}
+	if _, err := out.Write(b); err != nil {
+		return w, fmt.Errorf("extracting %s: %w", e.zf.Name, err)
+	}
+	if e.kind == kindScript || e.row.algo != "sha256" {
+		sum := sha256.Sum256(b)
+		w.sum = sum[:]
+	} else {
+		w.sum = e.row.hash // of these very bytes, verified by scan
+	}
+	w.size = int64(len(b))
 	return w, out.Close()
 }
 

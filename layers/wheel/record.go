@@ -100,6 +100,34 @@ func (row recordRow) verify(name string, r io.Reader) error {
 	return row.check(name, n, h.Sum(nil))
 }
 
+// verifyKeep is verify for a member small enough to hold: it returns the bytes it
+// verified, so that they are written without inflating the member again.
+func (row recordRow) verifyKeep(name string, r io.Reader) ([]byte, error) {
+	b := make([]byte, row.size)
+	n, err := io.ReadFull(r, b)
+	if err == nil {
+		var one [1]byte // to the end: the zip reader checks the CRC there
+		var m int
+		if m, err = io.ReadFull(r, one[:]); m > 0 {
+			n++
+		}
+		if err == io.EOF {
+			err = nil
+		}
+	} else if err == io.ErrUnexpectedEOF || err == io.EOF {
+		err = nil // short: the size check below says so
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: inflating %s: %v", ErrBadWheel, name, err)
+	}
+	h := row.newFn()
+	h.Write(b[:min(n, len(b))])
+	if err := row.check(name, int64(n), h.Sum(nil)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
 func (row recordRow) check(name string, n int64, sum []byte) error {
 	if n != row.size {
 		return fmt.Errorf("%w for %s: size %d != %d (RECORD)", ErrRecordMismatch, name, n, row.size)

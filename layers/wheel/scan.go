@@ -52,7 +52,15 @@ type plan struct {
 	rows     map[string]recordRow
 	scripts  []script // generated entry point scripts, in bin/
 	pySrcs   []string // .py files under site-packages, relative to it, sorted
+	// held are the verified bytes of members, as verifyMembers inflated them, while
+	// they fit in holdBytes: written from memory, they are not inflated twice.
+	held map[*zip.File][]byte
 }
+
+// holdBytes bounds the bytes of one wheel's members that an install holds in memory
+// between verifying and writing them (8 installs at a time hold 128 MiB at most); the
+// rest are inflated and checked again as they are written. A variable for tests only.
+var holdBytes int64 = 16 << 20
 
 // checkName validates a member name; dir reports a directory entry ("x/").
 func checkName(zf *zip.File) (dir bool, err error) {
@@ -184,7 +192,7 @@ func scan(ctx context.Context, zr *zip.Reader, fn Filename, o InstallOptions) (*
 	if err := p.checkRows(byName, di); err != nil {
 		return nil, err
 	}
-	if err := verifyMembers(ctx, files, p.rows, di, o); err != nil {
+	if p.held, err = verifyMembers(ctx, files, p.rows, di, o); err != nil {
 		return nil, err
 	}
 	// Everything below reads members already verified against RECORD.
@@ -263,8 +271,9 @@ func (p *plan) checkRows(byName map[string]*zip.File, di string) error {
 }
 
 // verifyMembers checks sizes against the limits first, then inflates every member once
-// and compares it with its RECORD row.
-func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recordRow, di string, o InstallOptions) error {
+// and compares it with its RECORD row. It returns the verified bytes of the members, in
+// archive order, while they add up to no more than holdBytes.
+func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recordRow, di string, o InstallOptions) (map[*zip.File][]byte, error) {
 	var total int64
 	for _, zf := range files {
 		if zf.Name == di+"/RECORD" {
@@ -276,40 +285,48 @@ func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recor
 			if isSignature(zf.Name, di) {
 				continue // not verified, and not installed either
 			}
-			return fmt.Errorf("%w for %s: not listed in RECORD", ErrRecordMismatch, zf.Name)
+			return nil, fmt.Errorf("%w for %s: not listed in RECORD", ErrRecordMismatch, zf.Name)
 		}
 		if row.hash == nil {
-			return fmt.Errorf("%w for %s: RECORD has no hash for it", ErrRecordMismatch, zf.Name)
+			return nil, fmt.Errorf("%w for %s: RECORD has no hash for it", ErrRecordMismatch, zf.Name)
 		}
 		if row.size > o.MaxFileBytes {
-			return fmt.Errorf("%w: %s is %d bytes, limit %d per file", ErrTooLarge, zf.Name, row.size, o.MaxFileBytes)
+			return nil, fmt.Errorf("%w: %s is %d bytes, limit %d per file", ErrTooLarge, zf.Name, row.size, o.MaxFileBytes)
 		}
 		if total += row.size; total > o.MaxTotalBytes {
-			return fmt.Errorf("%w: %s brings the total past %d bytes", ErrTooLarge, zf.Name, o.MaxTotalBytes)
+			return nil, fmt.Errorf("%w: %s brings the total past %d bytes", ErrTooLarge, zf.Name, o.MaxTotalBytes)
 		}
 		if zf.UncompressedSize64 != uint64(row.size) {
-			return fmt.Errorf("%w for %s: size %d != %d (RECORD)", ErrRecordMismatch, zf.Name, zf.UncompressedSize64, row.size)
+			return nil, fmt.Errorf("%w for %s: size %d != %d (RECORD)", ErrRecordMismatch, zf.Name, zf.UncompressedSize64, row.size)
 		}
 	}
+	held := map[*zip.File][]byte{}
+	var kept int64
 	for _, zf := range files {
 		row, ok := rows[zf.Name]
 		if !ok || zf.Name == di+"/RECORD" {
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		rc, err := zf.Open()
 		if err != nil {
-			return fmt.Errorf("%w: opening %s: %v", ErrBadWheel, zf.Name, err)
+			return nil, fmt.Errorf("%w: opening %s: %v", ErrBadWheel, zf.Name, err)
 		}
-		err = row.verify(zf.Name, fsx.Reader(ctx, rc))
+		if room := holdBytes - kept; row.size <= room {
+			var b []byte
+			b, err = row.verifyKeep(zf.Name, fsx.Reader(ctx, rc))
+			held[zf], kept = b, kept+row.size
+		} else {
+			err = row.verify(zf.Name, fsx.Reader(ctx, rc))
+		}
 		rc.Close()
 		if err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return held, nil
 }
 
 // dataDest maps "<key>/<rest>" under <name>-<ver>.data to its place in the tree.
