@@ -34,6 +34,8 @@ type layerBuild struct {
 	mu     sync.Mutex
 	owners map[string]owner
 	dirs   []string // made, relative to work
+
+	buffers *buffers // the install's blobs are fetched into these
 }
 
 // owner is the blob (by manifest index) that provides a path.
@@ -51,7 +53,8 @@ func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, er
 		os.Remove(work)
 		return nil, err
 	}
-	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{}}, nil
+	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{},
+		buffers: newBuffers(c.parallel)}, nil
 }
 
 // abort removes the work directory unless finish moved it into place.

@@ -241,7 +241,7 @@ func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bo
 // makeTree fetches, verifies and unpacks p's blob into p.work, writes its file
 // list, makes its directories read-only and adds it to lb.
 func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool, fetch Fetch, emit func(Event), lb *layerBuild) error {
-	blob, err := c.fetchBlob(ctx, p.d, fetch, p.work, emit)
+	blob, err := c.fetchBlob(ctx, p.d, fetch, p.work, emit, lb.buffers)
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ func (c *Cache) placeTree(p *pendingTree) error {
 // fetchBlob fetches blob d, checking its size and sha256 on the way
 // (oci.VerifyReader, unless the reader is a Verifier of d), and returns it once
 // verified: in memory when it is small, else from a file in work.
-func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, work string, emit func(Event)) (io.ReadCloser, error) {
+func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, work string, emit func(Event), bufs *buffers) (io.ReadCloser, error) {
 	rc, err := fetch(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("fetching: %w", err)
@@ -344,8 +344,7 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 	var buf *bytes.Buffer
 	var f *os.File
 	if d.Size <= maxMemBlobBytes {
-		buf = blobBuffers.Get().(*bytes.Buffer)
-		buf.Reset()
+		buf = bufs.get()
 		buf.Grow(int(d.Size) + bytes.MinRead)
 		w = buf
 	} else {
@@ -363,12 +362,12 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 			f.Close()
 		}
 		if buf != nil {
-			blobBuffers.Put(buf)
+			bufs.put(buf)
 		}
 		return nil, fmt.Errorf("fetching: %w", err)
 	}
 	if buf != nil {
-		return &blobMem{Reader: bytes.NewReader(buf.Bytes()), buf: buf}, nil
+		return &blobMem{Reader: bytes.NewReader(buf.Bytes()), buf: buf, bufs: bufs}, nil
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		f.Close()
@@ -377,21 +376,46 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 	return &blobFile{Reader: bufio.NewReaderSize(f, 1<<20), f: f}, nil
 }
 
-// blobBuffers holds the buffers of blobs fetched into memory once they are
-// unpacked, so that the next blob reuses one (no zeroing, no page faults for
-// every blob).
-var blobBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// buffers holds the buffers of one install's blobs fetched into memory once
+// they are unpacked, so that the next blob reuses one: no zeroing and no page
+// faults of a fresh 4 MB buffer per wheel). It keeps as many as the install
+// fetches at once, and dies with the install. A sync.Pool did this before, but
+// each GC (about four a pull of the bench set) emptied it, and growing fresh
+// buffers took 2% of the pull's CPU.
+type buffers struct{ free chan *bytes.Buffer }
+
+func newBuffers(n int) *buffers { return &buffers{free: make(chan *bytes.Buffer, n)} }
+
+// get returns an empty buffer, reused if one is free.
+func (b *buffers) get() *bytes.Buffer {
+	select {
+	case buf := <-b.free:
+		buf.Reset()
+		return buf
+	default:
+		return new(bytes.Buffer)
+	}
+}
+
+// put keeps buf for the next get, unless as many are kept already.
+func (b *buffers) put(buf *bytes.Buffer) {
+	select {
+	case b.free <- buf:
+	default:
+	}
+}
 
 // blobMem reads a blob fetched into memory; Close returns its buffer.
 type blobMem struct {
 	*bytes.Reader
-	buf *bytes.Buffer
+	buf  *bytes.Buffer
+	bufs *buffers
 }
 
 func (b *blobMem) Close() error {
 	if b.buf != nil {
 		b.Reset(nil)
-		blobBuffers.Put(b.buf)
+		b.bufs.put(b.buf)
 		b.buf = nil
 	}
 	return nil
