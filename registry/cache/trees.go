@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -62,7 +63,9 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 	}()
 	var busy []int
 	fl := c.startFlusher(ctx)
-	err = c.eachLayer(ctx, len(layers), func(ctx context.Context, i int) error {
+	order := largestFirst(layers)
+	err = c.eachLayer(ctx, len(layers), func(ctx context.Context, k int) error {
+		i := order[k]
 		p, err := c.ensureTree(ctx, i, layers[i], links, fetch, emit, lb, false)
 		if p != nil {
 			fl.kick()
@@ -102,6 +105,21 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 		}
 		return nil
 	})
+}
+
+// largestFirst is the order in which an install takes its blobs: the largest
+// first (longest job first), so that the last to be unpacked are small ones and
+// no core is left alone with a big wheel while the others have nothing to do;
+// and each blob fits a buffer of one fetched before it. Ties keep the
+// manifest's order. A conflict is refused whatever the order: the second blob
+// to claim a path fails, naming both in the manifest's order.
+func largestFirst(layers []v1.Descriptor) []int {
+	order := make([]int, len(layers))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return layers[order[a]].Size > layers[order[b]].Size })
+	return order
 }
 
 // flusher starts writing back what an install wrote while it goes on
@@ -378,10 +396,11 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 
 // buffers holds the buffers of one install's blobs fetched into memory once
 // they are unpacked, so that the next blob reuses one: no zeroing and no page
-// faults of a fresh 4 MB buffer per wheel). It keeps as many as the install
+// faults of a fresh 4 MB buffer per wheel. It keeps as many as the install
 // fetches at once, and dies with the install. A sync.Pool did this before, but
 // each GC (about four a pull of the bench set) emptied it, and growing fresh
-// buffers took 2% of the pull's CPU.
+// buffers took 2% of the pull's CPU; blobs taken largest first fit the
+// buffers of those before them.
 type buffers struct{ free chan *bytes.Buffer }
 
 func newBuffers(n int) *buffers { return &buffers{free: make(chan *bytes.Buffer, n)} }
