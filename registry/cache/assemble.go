@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 
 	digest "github.com/opencontainers/go-digest"
@@ -35,7 +36,25 @@ type layerBuild struct {
 	owners map[string]owner
 	dirs   []string // made, relative to work
 
-	buffers *buffers // the install's blobs are fetched into these
+	// The install's per-blob work, which lives as long as the layer being built:
+	// slots for its CPU-bound part (unpacking and linking a tree), one per core,
+	// and the buffers its blobs are fetched into.
+	cpu     chan struct{}
+	buffers *buffers
+}
+
+// slot waits for one of the install's CPU slots; release frees it. Fetching
+// needs no slot: an install fetches up to c.parallel blobs at once (twice the
+// cores), and with one slot per core, the workers beyond those unpacking fetch
+// the next blobs instead of crowding the cores with more unpacks and no fetch
+// under way when they end.
+func (b *layerBuild) slot(ctx context.Context) (release func(), err error) {
+	select {
+	case b.cpu <- struct{}{}:
+		return func() { <-b.cpu }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // owner is the blob (by manifest index) that provides a path.
@@ -54,7 +73,7 @@ func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, er
 		return nil, err
 	}
 	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{},
-		buffers: newBuffers(c.parallel)}, nil
+		cpu: make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), c.parallel))), buffers: newBuffers(c.parallel)}, nil
 }
 
 // abort removes the work directory unless finish moved it into place.

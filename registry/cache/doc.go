@@ -18,7 +18,9 @@
 // directory that is complete, durable and read-only, so a crash (kill -9 at any
 // point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
 // them once their lock is free. An install unpacks its missing blobs in
-// parallel (small blobs fetched into memory, never written to tmp/), links each
+// parallel, largest first: it fetches up to twice as many at once as there are
+// cores (small blobs into memory, never written to tmp/) and unpacks one per
+// core, so that fetches go on while the cores unpack; it links each
 // tree into the layer root as soon as it is unpacked, and makes the new trees
 // and the layer durable with one syncfs before renaming them into place, trees
 // first (writeback starts in the background while it still unpacks, so that

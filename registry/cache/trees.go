@@ -224,6 +224,11 @@ func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bo
 	hex := d.Digest.Encoded()
 	cached := func() (*pendingTree, error) {
 		emit(Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true})
+		release, err := lb.slot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 		return nil, lb.add(ctx, i, c.treeDir(hex), nil)
 	}
 	if ok, err := c.hasTree(hex); err != nil || ok {
@@ -265,6 +270,14 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	}
 	defer blob.Close()
 	testHook("fetched")
+	// Fetching waits on the registry; from here on the work is the CPU's (and the
+	// page cache's): while one slot per core unpacks, the other workers fetch.
+	release, err := lb.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	testHook("unpacking")
 	tree := filepath.Join(p.work, "tree")
 	recs, err := unpack(ctx, blob, p.d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
 	if err != nil {
