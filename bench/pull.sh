@@ -11,6 +11,7 @@
 # TARGET (1.4) times faster than crane pull + tar -xzf. See bench/README.md.
 #
 #   make build && bash bench/pull.sh        # RUNS=5 N=30 CHANGED=2 PYLAYER=bin/pylayer by default
+#   BASE=/tmp/pylayer.old bash bench/pull.sh  # also times an older build in the same runs, interleaved
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -20,6 +21,7 @@ N=${N:-30}               # wheels in the first layer
 CHANGED=${CHANGED:-2}    # wheels the second layer has at another version
 TAR_JOBS=${TAR_JOBS:-$(nproc)}
 PYLAYER=${PYLAYER:-bin/pylayer} # another build to compare, e.g. one of an older commit
+BASE=${BASE:-}           # an older build, timed in the same runs as PYLAYER (a before/after under one load)
 MIN_MB=100               # the layer set must be at least this large, or the bench says so and fails
 TARGET=1.4               # (crane pull + tar -xzf) / pylayer pull, cold, set a (issue 16)
 
@@ -29,6 +31,7 @@ done
 (( CHANGED <= N )) || die "CHANGED=$CHANGED is more than N=$N"
 command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds bench/mkwheels)"
 [[ -x $PYLAYER ]] || die "$PYLAYER is missing: run 'make build' first"
+[[ -z $BASE || -x $BASE ]] || die "BASE=${BASE@Q}: not an executable"
 command -v docker-registry >/dev/null || die "docker-registry is missing: apt-get install -y docker-registry (or make deps)"
 command -v python3 >/dev/null || die "python3 is missing: apt-get install -y python3"
 crane=$(bash scripts/tools.sh crane) || die "could not build crane (scripts/tools.sh crane)"
@@ -136,8 +139,8 @@ facts "$ref_a" digests >"$work/a.layers"
 (( bytes_a >= MIN_MB * 1000000 )) || die "layer set a is $(mb "$bytes_a") MB, below $MIN_MB MB: raise N"
 
 # --- (1) cold pull + unpack --------------------------------------------------------------------
-pull_pylayer() { # pull_pylayer REF CACHE: prints the layer root
-  "$PYLAYER" pull "$1" --trust "$work/cosign.pub" --cache "$2" 2>>"$work/pull.log" ||
+pull_pylayer() { # pull_pylayer REF CACHE [BIN]: prints the layer root
+  "${3:-$PYLAYER}" pull "$1" --trust "$work/cosign.pub" --cache "$2" 2>>"$work/pull.log" ||
     { tail -n 20 "$work/pull.log" >&2; die "pylayer pull $1 failed"; }
 }
 pull_crane() { # pull_crane REF LAYOUT
@@ -164,19 +167,26 @@ nfiles=$(wc -l <"$work/files.crane")
 
 # Nothing is deleted while runs are timed (see chattr above): the warm-up's and the runs' trees
 # (about 350 MB a run) are removed after the last run.
-pl=(); cr=(); tx=(); ct=(); cts=(); plcpu=(); ctcpu=(); timed=("$work/warm" "$work/warm-x" "$work/warm-cache")
+pl=(); bl=(); cr=(); tx=(); ct=(); cts=(); plcpu=(); blcpu=(); ctcpu=(); timed=("$work/warm" "$work/warm-x" "$work/warm-cache")
 TIMEFORMAT='%3U %3S' # bash's time: user and system CPU seconds of the command and its children
 cpu() { awk '{ printf "%d", ($1 + $2) * 1000000 }' "$1"; } # cpu FILE: user+sys of a `time` line, in us
 for ((i = 1; i <= RUNS; i++)); do
   echo "run $i/$RUNS ..." >&2
   sync
   order=(pylayer crane); ((i % 2)) || order=(crane pylayer) # alternate who goes first
+  if [[ -n $BASE ]]; then # rotate the three
+    case $((i % 3)) in 1) order=(pylayer base crane) ;; 2) order=(base crane pylayer) ;; 0) order=(crane pylayer base) ;; esac
+  fi
   for who in "${order[@]}"; do
     sync # start each tool with no dirty pages of the other's: pylayer's syncfs would pay for them
     if [[ $who == pylayer ]]; then
       t0=$(now); { time pull_pylayer "$ref_a" "$work/cache$i" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
       pl+=($(((t1 - t0) / 1000))); plcpu+=($(cpu "$work/cpu"))
       timed+=("$work/cache$i")
+    elif [[ $who == base ]]; then
+      t0=$(now); { time pull_pylayer "$ref_a" "$work/base$i" "$BASE" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
+      bl+=($(((t1 - t0) / 1000))); blcpu+=($(cpu "$work/cpu"))
+      timed+=("$work/base$i")
     else
       t0=$(now); { time { pull_crane "$ref_a" "$work/oci$i"; t1=$(now); untar "$work/oci$i" "$work/x$i"; } 2>&3; } 3>&2 2>"$work/cpu"; t2=$(now)
       sync -f "$work/x$i"; t3=$(now) # pylayer makes what it writes durable (syncfs); this is the peer's equivalent
@@ -190,6 +200,7 @@ mpl=$(printf '%s\n' "${pl[@]}" | median); mcr=$(printf '%s\n' "${cr[@]}" | media
 mtx=$(printf '%s\n' "${tx[@]}" | median); mct=$(printf '%s\n' "${ct[@]}" | median)
 mcts=$(printf '%s\n' "${cts[@]}" | median)
 mplcpu=$(printf '%s\n' "${plcpu[@]}" | median); mctcpu=$(printf '%s\n' "${ctcpu[@]}" | median)
+if [[ -n $BASE ]]; then mbl=$(printf '%s\n' "${bl[@]}" | median); mblcpu=$(printf '%s\n' "${blcpu[@]}" | median); fi
 for d in "${timed[@]}"; do rmtree "$d"; done
 
 # --- (2) bytes transferred for a second, overlapping layer ---------------------------------------
@@ -226,6 +237,10 @@ printf 'layer set a: %d wheels, %s MB of blobs, %d files (signed); set b shares 
   "$layers_a" "$(mb "$bytes_a")" "$nfiles" "$((layers_b - CHANGED))" "$layers_b"
 printf '(1) cold pull + unpack of set a\n'
 printf '  pylayer pull (verify, fetch, unpack, assemble)   %9s ms  %s\n' "$(ms "$mpl")" "$(spread "${pl[@]}")"
+if [[ -n $BASE ]]; then
+  printf '  BASE pylayer pull (%s)  %9s ms  %s  CPU %s ms; ratio BASE / pylayer %sx\n' "$(basename "$BASE")" \
+    "$(ms "$mbl")" "$(spread "${bl[@]}")" "$(ms "$mblcpu")" "$(ratio "$mbl" "$mpl")"
+fi
 printf '  crane pull --format oci                          %9s ms  %s\n' "$(ms "$mcr")" "$(spread "${cr[@]}")"
 printf '  tar -xzf of every layer blob (%d jobs)            %9s ms  %s\n' "$TAR_JOBS" "$(ms "$mtx")" "$(spread "${tx[@]}")"
 printf '  crane pull + tar -xzf                            %9s ms  %s\n' "$(ms "$mct")" "$(spread "${ct[@]}")"
