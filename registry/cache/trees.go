@@ -410,10 +410,12 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 // buffers holds the buffers of one install's blobs fetched into memory once
 // they are unpacked, so that the next blob reuses one: no zeroing and no page
 // faults of a fresh 4 MB buffer per wheel. It keeps as many as the install
-// fetches at once, and dies with the install. A sync.Pool did this before, but
-// each GC (about four a pull of the bench set) emptied it, and growing fresh
-// buffers took 2% of the pull's CPU; blobs taken largest first fit the
-// buffers of those before them.
+// fetches at once, and dies with the install, where a sync.Pool (before) was
+// emptied by GCs (about four a pull of the bench set) and kept buffers past the
+// install in a long-lived process. Blobs taken largest first fit the buffers of
+// those before them. What growing buffers still costs a pull (about 2% of its
+// CPU in a profile of the bench set, as before) is the first touch of the first
+// buffers, which a new process pays either way.
 type buffers struct{ free chan *bytes.Buffer }
 
 func newBuffers(n int) *buffers { return &buffers{free: make(chan *bytes.Buffer, n)} }
