@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
@@ -32,7 +33,9 @@ type Layer struct {
 	Kind   lock.Kind
 	Digest digest.Digest
 
-	config  []byte // the lock, or the interpreter config: what Check reads
+	config  []byte         // the lock, or the interpreter config: what Check reads
+	lock    *lock.Lock     // config parsed, when the registry parsed it already (a layer)
+	interp  *interp.Config // config parsed, when the registry parsed it already (an interpreter)
 	release func()
 }
 
@@ -59,7 +62,8 @@ func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, config: u.Config, release: release}, nil
+	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, config: u.Config,
+		lock: u.Lock, interp: u.Interpreter, release: release}, nil
 }
 
 // Release lets gc collect the layer again (once no other use holds it). It is safe to call

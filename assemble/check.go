@@ -17,9 +17,13 @@ func Check(python *Layer, layers []*Layer) error {
 	var py *target.Target
 	var name string
 	if python != nil {
-		c, err := interp.ParseConfig(python.config)
-		if err != nil {
-			return fmt.Errorf("--python %s: %w", python.Ref, err)
+		c := python.interp
+		if c == nil {
+			pc, err := interp.ParseConfig(python.config)
+			if err != nil {
+				return fmt.Errorf("--python %s: %w", python.Ref, err)
+			}
+			c = &pc
 		}
 		t, err := c.Target()
 		if err != nil {
@@ -29,9 +33,12 @@ func Check(python *Layer, layers []*Layer) error {
 	}
 	stack := make([]lock.Named, 0, len(layers))
 	for _, l := range layers {
-		lk, err := lock.Parse(l.config)
-		if err != nil {
-			return fmt.Errorf("--layer %s: %w", l.Ref, err)
+		lk := l.lock
+		if lk == nil {
+			var err error
+			if lk, err = lock.Parse(l.config); err != nil {
+				return fmt.Errorf("--layer %s: %w", l.Ref, err)
+			}
 		}
 		stack = append(stack, lock.Named{Name: l.Ref, Lock: lk})
 	}

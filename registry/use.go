@@ -9,7 +9,9 @@ import (
 	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
@@ -24,6 +26,10 @@ type Use struct {
 	Kind      string          // "python" for an interpreter, else the layer's kind (base, ext, iso)
 	Config    []byte          // the config blob (the lock, or the interpreter config), checked against Manifest
 	Admission cache.Admission // the recorded admission the policy accepted
+	// Lock is Config parsed, for a layer; Interpreter for an interpreter (the other nil):
+	// what the consistency check read, so that a use parses its config once.
+	Lock        *lock.Lock
+	Interpreter *interp.Config
 }
 
 // CheckUse decides, with no network, whether digest d, which cache c holds, may be used
@@ -61,7 +67,7 @@ func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo strin
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
 	u.Manifest, u.Config = m, config
-	if err := CheckConsistent(m, config); err != nil {
+	if u.Lock, u.Interpreter, err = consistent(m, config); err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
 	u.Kind = u.Manifest.Annotations[oci.AnnotationKind]
