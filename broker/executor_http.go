@@ -68,6 +68,17 @@ func (s *Server) execSessionOf(w http.ResponseWriter, r *http.Request, t Token, 
 }
 
 // callTimeout checks a request's timeout in seconds; 0 is the default.
+// callLimits checks a call's text (its code or command, at most MaxCode bytes) and its
+// timeout (callTimeout), answering the client when either is out of bounds.
+func callLimits(w http.ResponseWriter, what, text, longer string, secs float64) (time.Duration, bool) {
+	if len(text) > MaxCode {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s of %d bytes is larger than %d", what, len(text), MaxCode),
+			fmt.Sprintf("write a long %s to a file (PUT /v1/sessions/{id}/files/...) and run that", longer))
+		return 0, false
+	}
+	return callTimeout(w, secs)
+}
+
 func callTimeout(w http.ResponseWriter, secs float64) (time.Duration, bool) {
 	switch {
 	case secs == 0:
@@ -109,12 +120,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, t Token) {
 	if s.decodeJSONMax(w, r, &req, false, maxExecBody) != nil {
 		return
 	}
-	if len(req.Code) > MaxCode {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("code of %d bytes is larger than %d", len(req.Code), MaxCode),
-			"write a long program to a file (PUT /v1/sessions/{id}/files/...) and run that")
-		return
-	}
-	timeout, ok := callTimeout(w, req.Timeout)
+	timeout, ok := callLimits(w, "code", req.Code, "program", req.Timeout)
 	if !ok {
 		return
 	}
@@ -240,16 +246,11 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request, t Token) {
 	if s.decodeJSONMax(w, r, &req, false, maxExecBody) != nil {
 		return
 	}
-	switch {
-	case strings.TrimSpace(req.Command) == "":
+	if strings.TrimSpace(req.Command) == "" {
 		writeError(w, http.StatusBadRequest, "the command is empty", `send {"command": "ls -l", "timeout": 30}`)
 		return
-	case len(req.Command) > MaxCode:
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("command of %d bytes is larger than %d", len(req.Command), MaxCode),
-			"write a long script to a file (PUT /v1/sessions/{id}/files/...) and run that")
-		return
 	}
-	timeout, ok := callTimeout(w, req.Timeout)
+	timeout, ok := callLimits(w, "command", req.Command, "script", req.Timeout)
 	if !ok {
 		return
 	}
