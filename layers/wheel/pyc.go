@@ -66,7 +66,8 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // importlib calls but without its per-file checks, loader object and FileExistsError
 // raised for every existing __pycache__: a third less time per file. It writes each
 // .pyc in place, not to a temporary name renamed over it: the tree is the install's
-// alone until it is renamed into place whole. Where importlib lacks those calls, it
+// alone until it is renamed into place whole (a .pyc already there is unlinked first, as
+// it may be a hard link into another tree). Where importlib lacks those calls, it
 // calls py_compile.
 const serveScript = `
 import sys
@@ -120,8 +121,15 @@ for line in sys.stdin.buffer:
         data = memoryview(_code_to_hash_pyc(code, importlib.util.source_hash(source), False))
         del code, source  # nothing of one compile outlives it
         # Written in place, not through a temporary name and a rename (_write_atomic):
-        # the tree is the install's own until it is complete, and a crash removes it.
-        fd = os.open(cfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        # the tree is the install's own until it is complete, and a crash removes it. A
+        # .pyc already there may be a hard link into a tree that is not ours (an
+        # interpreter's prefix, copied as links to compile its stdlib): it is replaced,
+        # never written through.
+        try:
+            fd = os.open(cfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        except FileExistsError:
+            os.unlink(cfile)
+            fd = os.open(cfile, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
             while data:
                 data = data[os.write(fd, data):]
