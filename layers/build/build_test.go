@@ -135,18 +135,29 @@ func TestUnsafeFilenameRefused(t *testing.T) {
 // multiSetup serves n wheels of growing size and returns their lock.
 func multiSetup(t *testing.T, n int) (*index.Client, *lock.Lock) {
 	t.Helper()
-	dir := t.TempDir()
-	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindBase, Target: tg}
+	var ws []fixture.Wheel
 	for i := range n {
 		w := fixture.Wheel{Name: fmt.Sprintf("pkg%d", i), Version: "1.0"}
 		mod := fixture.Module(w.Name)
 		for j := range 3 * (i + 1) {
 			w.Files = append(w.Files, fixture.File{Path: fmt.Sprintf("%s/m%02d.py", mod, j), Data: fmt.Appendf(nil, "X = %d\nS = {'%d', 'é'}\n", j, i)})
 		}
+		ws = append(ws, w)
+	}
+	return servedLock(t, ws)
+}
+
+// servedLock writes wheels into an index served for the test and returns a client of it
+// and the base lock of them all, each requested, for Python 3.11 on manylinux_2_28_x86_64.
+func servedLock(t *testing.T, wheels []fixture.Wheel) (*index.Client, *lock.Lock) {
+	t.Helper()
+	dir := t.TempDir()
+	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindBase, Target: tg}
+	for _, w := range wheels {
 		p, err := w.Write(dir)
 		if err != nil {
 			t.Fatal(err)

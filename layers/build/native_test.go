@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,12 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/native"
-	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 
@@ -35,42 +31,10 @@ func nativeSetup(t *testing.T) (*index.Client, *lock.Lock) {
 	if lib == nil {
 		t.Fatal("no libssl.so.3 on this host: the test packs a real host library into a wheel")
 	}
-	dir := t.TempDir()
-	tg, err := target.FromFlags("3.11", "manylinux_2_28_x86_64")
-	if err != nil {
-		t.Fatal(err)
-	}
-	l := &lock.Lock{Version: lock.FormatVersion, Kind: lock.KindBase, Target: tg}
-	for _, w := range []fixture.Wheel{
+	return servedLock(t, []fixture.Wheel{
 		{Name: "clean", Version: "1.0"},
 		{Name: "needy", Version: "2.0", Files: []fixture.File{{Path: "needy/_ext.so", Data: lib, Mode: 0o755}}},
-	} {
-		p, err := w.Write(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, _ := os.Open(p)
-		d, _ := digest.SHA256.FromReader(f)
-		fi, _ := f.Stat()
-		f.Close()
-		l.Requirements = append(l.Requirements, w.Name)
-		l.Packages = append(l.Packages, lock.Package{Name: w.Name, Version: w.Version, Filename: w.Filename(),
-			SHA256: d.Encoded(), Size: fi.Size(), RequiredBy: []string{lock.Requested}})
-	}
-	srv, err := index.NewServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	t.Cleanup(hs.Close)
-	c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range l.Packages {
-		l.Packages[i].URL = hs.URL + "/files/" + l.Packages[i].Filename
-	}
-	return c, l
+	})
 }
 
 // TestEachTreeFlagsNative: the tree that needs a library it does not vendor is handed
