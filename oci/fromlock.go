@@ -37,14 +37,26 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 	if err != nil {
 		return Artifact{}, err
 	}
+	// The creation time is $SOURCE_DATE_EPOCH when set (checked before anything is
+	// built), else the newest wheel's, read beside each tree's packing.
+	epoch, fixed, err := SourceDateEpoch()
+	if err != nil {
+		return Artifact{}, err
+	}
 	// Each tree is packed as soon as it is installed, while the others install.
 	blobs := make([]LayerBlob, len(l.Packages))
+	built := make([]time.Time, len(l.Packages))
 	err = b.EachTree(ctx, l, func(ctx context.Context, i int, t build.Tree) error {
 		lb, err := treeBlob(ctx, filepath.Join(b.Root, "blobs"), t)
 		if err != nil {
 			return fmt.Errorf("packing %s: %w", t.Package.Filename, err)
 		}
 		blobs[i] = lb
+		if !fixed {
+			if built[i], err = wheelBuiltAt(ctx, b, t.Package); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	if err != nil {
@@ -59,40 +71,38 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 	if l.Base != "" {
 		ann[AnnotationBase] = l.Base
 	}
-	created, err := layerCreated(ctx, b, l)
-	if err != nil {
-		return Artifact{}, err
+	created := epoch
+	if !fixed {
+		created = newest(built)
 	}
 	return Artifact{ArtifactType: ArtifactTypeLayer, Config: canon, Layers: blobs, Annotations: ann, Created: created}, nil
 }
 
-// layerCreated is a layer's creation time: $SOURCE_DATE_EPOCH when set (the
-// reproducible-builds convention, for a CI that stamps a release), else the newest
-// wheel's wheel.BuiltAt, so that the same lock gives the same manifest bytes on any
-// host and the time still says how fresh its newest wheel is. The wheels are in the
-// builder's wheelhouse once their trees are built (one read of each central directory).
-func layerCreated(ctx context.Context, b *build.Builder, l *lock.Lock) (time.Time, error) {
-	if t, ok, err := SourceDateEpoch(); ok || err != nil {
-		return t, err
+// wheelBuiltAt is p's wheel.BuiltAt: without $SOURCE_DATE_EPOCH (the reproducible-builds
+// convention, for a CI that stamps a release) a layer is as new as its newest wheel, so
+// that the same lock gives the same manifest bytes on any host and the time still says
+// how fresh it is. The wheel is in the builder's wheelhouse once its tree is built: one
+// read of its central directory.
+func wheelBuiltAt(ctx context.Context, b *build.Builder, p lock.Package) (time.Time, error) {
+	whl, err := b.Wheel(ctx, p)
+	if err != nil {
+		return time.Time{}, err
 	}
-	var newest time.Time
-	for _, p := range l.Packages {
-		whl, err := b.Wheel(ctx, p)
-		if err != nil {
-			return time.Time{}, err
-		}
-		t, err := wheel.BuiltAt(whl)
-		if err != nil {
-			return time.Time{}, err
-		}
-		if t.After(newest) {
-			newest = t
+	return wheel.BuiltAt(whl)
+}
+
+// newest is the latest of ts, the zero time (CreatedEpoch) when none is after 1970.
+func newest(ts []time.Time) time.Time {
+	var n time.Time
+	for _, t := range ts {
+		if t.After(n) {
+			n = t
 		}
 	}
-	if newest.Before(time.Unix(0, 0)) {
-		newest = time.Time{}
+	if n.Before(time.Unix(0, 0)) {
+		return time.Time{}
 	}
-	return newest, nil
+	return n
 }
 
 // SourceDateEpoch reads $SOURCE_DATE_EPOCH (https://reproducible-builds.org/specs/source-date-epoch/):
