@@ -115,6 +115,13 @@ func (e *Env) Apply(spec *sandbox.Spec) {
 // (Check: Python, ABI, platform, the base of every ext layer). On an error it releases what it
 // held; the error names the reference as the flag that gave it (--python, --layer).
 func Assemble(ctx context.Context, o Options, python string, layers []string) (*Env, error) {
+	if o.Policy != nil { // one sandbox is decided on one reading of the policy
+		pol, err := o.Policy()
+		if err != nil {
+			return nil, err
+		}
+		o.Policy = func() (*trust.Policy, error) { return pol, nil }
+	}
 	e := &Env{}
 	if python != "" {
 		l, err := Ensure(ctx, o, python)

@@ -40,6 +40,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // ErrNoPolicy is wrapped when nothing says whom to trust for a repository.
@@ -59,6 +60,12 @@ type Rule struct {
 type Policy struct {
 	Repositories []Rule `json:"repositories"`
 	source       string
+
+	// keyIDs are the IDs of key files Permits has read, by the files' joined paths: a
+	// policy is read anew for every use (Load), so one reading of its keys serves all the
+	// artifacts decided on it (a sandbox's interpreter and layers) and no more.
+	mu     sync.Mutex
+	keyIDs map[string][]string
 }
 
 // Decision is what the policy says about one repository.

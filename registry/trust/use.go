@@ -50,17 +50,24 @@ func (p *Policy) Permits(repo string, admitted []Admission, ids KeyIDs) (int, er
 	if len(admitted) == 0 {
 		return -1, fmt.Errorf("%w: the host cache has no record of who admitted it (an older pylayer installed it, or the record was lost): pull it again from %s", ErrNotAdmitted, dec.Repository)
 	}
-	memo := map[string][]string{}
 	keysOf := func(d Decision) ([]string, error) {
 		k := strings.Join(d.Keys, "\x00")
-		if got, ok := memo[k]; ok {
+		p.mu.Lock()
+		got, ok := p.keyIDs[k]
+		p.mu.Unlock()
+		if ok {
 			return got, nil
 		}
 		got, err := ids(d.Keys)
 		if err != nil {
 			return nil, fmt.Errorf("the keys of the trust rule %q: %w", d.Rule.Match, err)
 		}
-		memo[k] = got
+		p.mu.Lock()
+		if p.keyIDs == nil {
+			p.keyIDs = map[string][]string{}
+		}
+		p.keyIDs[k] = got
+		p.mu.Unlock()
 		return got, nil
 	}
 	var why []string
