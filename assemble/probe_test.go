@@ -64,17 +64,9 @@ func TestProbeScript(t *testing.T) {
 	writeDist(t, site, "flat", nil, map[string]string{"flat.py": "import warnings\nwarnings.warn('flat is old', UserWarning)\n"})
 	writeDist(t, site, "noisy", []string{"noisy"}, map[string]string{"noisy/__init__.py": "import os\nos.write(2, b'Fontconfig error: Cannot load default config file\\n')\n"})
 	writeDist(t, site, "numpy", []string{"numpy"}, map[string]string{"numpy/__init__.py": "raise RuntimeError('broken\\nsecond line')\n"})
-	cmd := ProbeCommand(python, site)
-	c := exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
-	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s", err, stderr.String())
-	}
-	if stderr.Len() != 0 {
-		t.Errorf("the probe let %q through to its own stderr", stderr.String())
+	out, stderr := runProbe(t, python, site)
+	if stderr != "" {
+		t.Errorf("the probe let %q through to its own stderr", stderr)
 	}
 	r, err := ParseProbe(out)
 	if err != nil {
@@ -111,6 +103,22 @@ func TestProbeScript(t *testing.T) {
 	}
 }
 
+// runProbe runs the probe with python on the host over site (PYTHONPATH), as the sandbox
+// would, and returns its stdout and stderr; it failing to run fails the test.
+func runProbe(t *testing.T, python, site string) ([]byte, string) {
+	t.Helper()
+	cmd := ProbeCommand(python, site)
+	c := exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
+	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
+	var stderr strings.Builder
+	c.Stderr = &stderr
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, stderr.String())
+	}
+	return out, stderr.String()
+}
+
 func failedModules(r *ProbeResult) []string {
 	var out []string
 	for _, f := range r.Failures {
@@ -137,15 +145,7 @@ func TestProbeOutputNotForged(t *testing.T) {
 		"subprocess.run([sys.executable, '-c', 'print(\"from a child\")'])\n" +
 		"atexit.register(lambda: print(" + strconv.Quote(fake) + "))\n"})
 	writeDist(t, site, "broken", []string{"broken"}, map[string]string{"broken/__init__.py": "raise ImportError('no')\n"})
-	cmd := ProbeCommand(python, site)
-	c := exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
-	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
-	var stderr strings.Builder
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		t.Fatalf("probe: %v\n%s", err, stderr.String())
-	}
+	out, _ := runProbe(t, python, site)
 	r, err := ParseProbe(out)
 	if err != nil {
 		t.Fatalf("%v\noutput: %q", err, out)
@@ -167,12 +167,7 @@ func TestProbeOutputNotForged(t *testing.T) {
 
 	// A module that ends the interpreter at import leaves no answer, and the error says so.
 	writeDist(t, site, "aaexit", []string{"aaexit"}, map[string]string{"aaexit/__init__.py": "import os\nprint(" + strconv.Quote(fake) + ", flush=True)\nos._exit(0)\n"})
-	c = exec.CommandContext(context.Background(), cmd[0], cmd[1:]...)
-	c.Env = append(os.Environ(), "PYTHONPATH="+site, "PYTHONDONTWRITEBYTECODE=1")
-	out, err = c.Output()
-	if err != nil {
-		t.Fatalf("probe: %v", err)
-	}
+	out, _ = runProbe(t, python, site)
 	if r, err := ParseProbe(out); err == nil || !strings.Contains(err.Error(), "wrote nothing") {
 		t.Fatalf("ParseProbe of a probe ended by an import: %+v, %v (output %q)", r, err, out)
 	}
