@@ -2,8 +2,6 @@ package sign
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -149,15 +147,7 @@ func TestInteropReferrersStockCosign(t *testing.T) {
 				sm, raw, _ := readSig(t, s, subject)
 				rs.deleteTag(t, SignatureTag(subject.Digest))
 				dropReferrers(t, s, subject)
-				var m ggcr.Manifest
-				if err := json.Unmarshal(raw, &m); err != nil {
-					t.Fatal(err)
-				}
-				sig, _ := base64.StdEncoding.DecodeString(sm.Signatures()[0].Base64Signature)
-				sig[len(sig)-3] ^= 1
-				m.Layers[0].Annotations[AnnotationSignature] = base64.StdEncoding.EncodeToString(sig)
-				b, _ := json.Marshal(m)
-				pushReferrer(t, s, subject, b)
+				pushReferrer(t, s, subject, tamperedSignature(t, raw, sm))
 				if out, err := verify(k[0].pub, subject, true); err == nil {
 					t.Fatalf("cosign verify --experimental-oci11 accepted a tampered referrer:\n%s", out)
 				}

@@ -266,15 +266,7 @@ func TestVerifyReferrer(t *testing.T) {
 			sm, raw, _ := readSig(t, s, subject)
 			untag(t, s, SignatureTag(subject.Digest))
 			dropReferrers(t, s, subject)
-			var m ggcr.Manifest
-			if err := json.Unmarshal(raw, &m); err != nil {
-				t.Fatal(err)
-			}
-			sig, _ := base64.StdEncoding.DecodeString(sm.Signatures()[0].Base64Signature)
-			sig[len(sig)-3] ^= 1
-			m.Layers[0].Annotations[AnnotationSignature] = base64.StdEncoding.EncodeToString(sig)
-			b, _ := json.Marshal(m)
-			pushReferrer(t, s, subject, b)
+			pushReferrer(t, s, subject, tamperedSignature(t, raw, sm))
 		},
 		wantErr: ErrUntrusted,
 	}, {
@@ -401,4 +393,22 @@ func TestFallbackIndexFormat(t *testing.T) {
 	if err != nil || len(idx.Manifests) != 2 || idx.Manifests[0].Digest != b.Digest || len(base.Manifests) != 1 {
 		t.Fatalf("appended index %s (%v); base now %d entries", two, err, len(base.Manifests))
 	}
+}
+
+// tamperedSignature is the signature manifest raw (sm parsed) with one bit of its first
+// signature flipped: the same shape and payload, a signature that no longer verifies.
+func tamperedSignature(t *testing.T, raw []byte, sm *SignatureManifest) []byte {
+	t.Helper()
+	var m ggcr.Manifest
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := base64.StdEncoding.DecodeString(sm.Signatures()[0].Base64Signature)
+	sig[len(sig)-3] ^= 1
+	m.Layers[0].Annotations[AnnotationSignature] = base64.StdEncoding.EncodeToString(sig)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
