@@ -2,8 +2,6 @@ package builder
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -16,13 +14,11 @@ import (
 // libcrypto.so.3, which it does not vendor.
 func needyWheel(t *testing.T) fixture.Wheel {
 	t.Helper()
-	for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64"} {
-		if b, err := os.ReadFile(filepath.Join(d, "libssl.so.3")); err == nil {
-			return fixture.Wheel{Name: "needy", Version: "1.0", Files: []fixture.File{{Path: "needy/_ext.so", Data: b}}}
-		}
+	w, err := fixture.NeedyWheel(t.Context(), "needy", "1.0")
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no libssl.so.3 on this host: the test packs a real host library into a wheel")
-	return fixture.Wheel{}
+	return w
 }
 
 // TestClassifyNative: with native: refuse, a request for an allowlisted wheel that

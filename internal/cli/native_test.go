@@ -3,8 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,18 +14,11 @@ import (
 // in --json.
 func TestBuildWarnsNative(t *testing.T) {
 	e := newEnv(t)
-	var lib []byte
-	for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64"} {
-		if b, err := os.ReadFile(filepath.Join(d, "libssl.so.3")); err == nil {
-			lib = b
-			break
-		}
-	}
-	if lib == nil {
-		t.Fatal("no libssl.so.3 on this host: the test packs a real host library into a wheel")
-	}
 	idx := t.TempDir()
-	w := fixture.Wheel{Name: "needy", Version: "1.0", Files: []fixture.File{{Path: "needy/_ext.so", Data: lib}}}
+	w, err := fixture.NeedyWheel(t.Context(), "needy", "1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := w.Write(idx); err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,19 +20,13 @@ import (
 // module is the host's libssl: it needs libcrypto.so.3, which it does not vendor.
 func nativeSetup(t *testing.T) (*index.Client, *lock.Lock) {
 	t.Helper()
-	var lib []byte
-	for _, d := range []string{"/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64"} {
-		if b, err := os.ReadFile(filepath.Join(d, "libssl.so.3")); err == nil {
-			lib = b
-			break
-		}
-	}
-	if lib == nil {
-		t.Fatal("no libssl.so.3 on this host: the test packs a real host library into a wheel")
+	needy, err := fixture.NeedyWheel(t.Context(), "needy", "2.0")
+	if err != nil {
+		t.Fatal(err)
 	}
 	return servedLock(t, []fixture.Wheel{
 		{Name: "clean", Version: "1.0"},
-		{Name: "needy", Version: "2.0", Files: []fixture.File{{Path: "needy/_ext.so", Data: lib, Mode: 0o755}}},
+		needy,
 	})
 }
 
