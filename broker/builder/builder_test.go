@@ -23,10 +23,11 @@ import (
 )
 
 type env struct {
-	w     *Worker
-	store broker.Store
-	idx   *index.Client
-	repo  registry.Repo
+	w      *Worker
+	store  broker.Store
+	idx    *index.Client
+	idxDir string // the files the index serves
+	repo   registry.Repo
 }
 
 // setup serves wheels from a real in-process index, publishes to an OCI layout and keeps
@@ -106,7 +107,7 @@ func setup(t *testing.T, cat *catalog.Catalog) (*env, broker.Session) {
 	if err := store.CreateSession(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	return &env{w: w, store: store, idx: idx, repo: repo}, s
+	return &env{w: w, store: store, idx: idx, idxDir: idxDir, repo: repo}, s
 }
 
 func (e *env) request(t *testing.T, s broker.Session, id string, specs ...string) broker.Request {
@@ -237,9 +238,19 @@ func TestResumeAfterCrash(t *testing.T) {
 func TestFailedBuildBindsNothing(t *testing.T) {
 	e, s := setup(t, &catalog.Catalog{Allow: []catalog.Rule{{Name: "bar"}, {Name: "foo"}}})
 	r := e.request(t, s, "req_f", "bar")
-	// The wheel disappears from the wheelhouse and the index before the build.
+	// The wheel disappears from the wheelhouse and the index before the build, once the
+	// classification's prefetch of it has ended (Wheel waits for one under way), so that
+	// nothing fetches it back.
+	for _, p := range r.Packages {
+		lp := lock.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size}
+		if _, err := e.w.cfg.Trees.Wheel(context.Background(), lp); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(e.idxDir, p.Filename)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	os.RemoveAll(filepath.Join(e.w.cfg.Trees.Root, "wheels"))
-	e.w.cfg.Trees.Fetcher = nil
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); e.w.Run(ctx, 1) }()
