@@ -124,6 +124,19 @@ func (e *env) request(t *testing.T, s broker.Session, id string, specs ...string
 	return r
 }
 
+// settle waits until r's wheels are in the wheelhouse and the prefetch its classification
+// started of them has ended (Wheel waits for one under way), so that a test may change
+// the index or the worker's configuration with nothing still reading them.
+func (e *env) settle(t *testing.T, r broker.Request) {
+	t.Helper()
+	for _, p := range r.Packages {
+		lp := lock.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size}
+		if _, err := e.w.cfg.Trees.Wheel(context.Background(), lp); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func (e *env) waitTerminal(t *testing.T, id string) broker.Request {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
@@ -241,11 +254,8 @@ func TestFailedBuildBindsNothing(t *testing.T) {
 	// The wheel disappears from the wheelhouse and the index before the build, once the
 	// classification's prefetch of it has ended (Wheel waits for one under way), so that
 	// nothing fetches it back.
+	e.settle(t, r)
 	for _, p := range r.Packages {
-		lp := lock.Package{Name: p.Name, Version: p.Version, Filename: p.Filename, SHA256: p.SHA256, Size: p.Size}
-		if _, err := e.w.cfg.Trees.Wheel(context.Background(), lp); err != nil {
-			t.Fatal(err)
-		}
 		if err := os.Remove(filepath.Join(e.idxDir, p.Filename)); err != nil {
 			t.Fatal(err)
 		}

@@ -83,6 +83,7 @@ func TestClassifyTransient(t *testing.T) {
 	if err != nil || r.State != broker.StatePending {
 		t.Fatalf("index back: Classify = %s, %v; want pending (the failure must not be cached)", r.State, err)
 	}
+	e.settle(t, r) // nothing reads the index being replaced below
 
 	// Connection refused: an index on a port nobody listens on.
 	hs := httptest.NewServer(http.NotFoundHandler())
