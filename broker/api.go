@@ -14,6 +14,14 @@ type Builder interface {
 	Enqueue(ctx context.Context, requestID string)
 }
 
+// Ended is a Builder told each time the store's change feed reports that a request
+// may have ended (bound, failed; or, after the feed reconnected, anything), by any
+// replica: a worker waiting for another replica's lease on a layer, which that replica
+// releases just before it binds, tries again then rather than at its next poll.
+type Ended interface {
+	RequestEnded()
+}
+
 // Binder is a Builder that can tell, from memory, that an approved request needs no build:
 // its classification's layer is published and known to fit the session. BindNow then
 // returns the binding and its audit event, and the server stores the request bound (with

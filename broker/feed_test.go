@@ -119,3 +119,26 @@ func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
 		t.Errorf("the long poll read its request %d times in all, want 2 (once before it waits, once at the end)", n)
 	}
 }
+
+// endedBuilder counts the ends the server passes on (broker.Ended).
+type endedBuilder struct{ ended chan struct{} }
+
+func (b *endedBuilder) Enqueue(context.Context, string) {}
+func (b *endedBuilder) RequestEnded()                    { b.ended <- struct{}{} }
+
+// TestFeedTellsBuilderOfEnds: a change another replica announces that may have ended a
+// request (or one of no request: anything may have) reaches the builder, which waits on
+// that replica's layer lease; one that left a request open does not.
+func TestFeedTellsBuilderOfEnds(t *testing.T) {
+	f := &pushFeed{changes: make(chan broker.Change)}
+	b := &endedBuilder{ended: make(chan struct{}, 8)}
+	e := newEnv(t, func(o *broker.Options) { f.Store = o.Store; o.Store = f; o.Builder = b })
+	e.serve(t)
+	for _, c := range []broker.Change{{RequestID: "req_1", Open: true}, {RequestID: "req_1"}, {RequestID: "req_2", Open: true}, {}} {
+		f.changes <- c // unbuffered: taken by Follow, whose callback runs before it takes the next
+	}
+	f.changes <- broker.Change{RequestID: "req_3", Open: true} // the callback of {} has returned
+	if n := len(b.ended); n != 2 {
+		t.Errorf("the builder was told of %d ends, want 2 (a bound request, and a change of no request)", n)
+	}
+}

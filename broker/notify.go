@@ -87,8 +87,8 @@ type feedState struct {
 
 // followFeed follows the store's change feed, if it has one, until ctx ends: a change
 // by any replica that may have ended a request wakes this replica's long polls on it (and
-// one of no request all of them); one that left it open (claimed, building) wakes none,
-// since a long poll waits for a terminal state.
+// one of no request all of them), and tells the builder (Ended); one that left it open
+// (claimed, building) wakes none, since a long poll waits for a terminal state.
 // The returned channel is closed when it has stopped.
 func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
 	done := make(chan struct{})
@@ -100,6 +100,7 @@ func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
 	s.feed.present.Store(true)
 	go func() {
 		defer close(done)
+		ended, _ := s.o.Builder.(Ended)
 		_ = cf.Follow(ctx, func(c Change) {
 			s.feed.changes.Add(1)
 			switch {
@@ -107,6 +108,9 @@ func (s *Server) followFeed(ctx context.Context) <-chan struct{} {
 				s.waiters.notifyAll()
 			case !c.Open: // terminal, or the store did not say: a long poll reads it
 				s.waiters.notify(c.RequestID)
+			}
+			if ended != nil && (c.RequestID == "" || !c.Open) {
+				ended.RequestEnded()
 			}
 			s.ui.changed()
 		}, func(err error) {

@@ -56,11 +56,13 @@ type Worker struct {
 	slots chan struct{} // build slots: resolving against the index, publishing a layer
 
 	mu       sync.Mutex
+	ended    chan struct{}          // closed (and replaced) by RequestEnded
 	inflight map[string]*flight     // by layer tag: identical builds share one
 	classes  map[string]*classified // recent classifications, by base and specs
 	c        workerCaches
 
 	builds, binds atomic.Int64
+	leaseTries    atomic.Int64 // AcquireLease calls of awaitLease, for tests
 }
 
 type flight struct {
@@ -73,6 +75,7 @@ var (
 	_ broker.Classifier = (*Worker)(nil)
 	_ broker.Builder    = (*Worker)(nil)
 	_ broker.Rebaser    = (*Worker)(nil)
+	_ broker.Ended      = (*Worker)(nil)
 )
 
 // New checks cfg and returns a worker; start it with Run.
@@ -447,8 +450,51 @@ func (w *Worker) slot(ctx context.Context) (func(), error) {
 }
 
 // layerLeaseWait is how often a worker checks whether another replica's lease on the
-// layer it needs has ended.
-const layerLeaseWait = 250 * time.Millisecond
+// layer it needs has ended, when nothing tells it sooner: the holder releases it just
+// before it binds its request, and that bind, reported by the store's change feed
+// (RequestEnded), wakes the waiters at once. A variable for tests.
+var layerLeaseWait = 250 * time.Millisecond
+
+// RequestEnded implements broker.Ended: the workers waiting for a layer's lease try again.
+func (w *Worker) RequestEnded() {
+	w.mu.Lock()
+	if w.ended != nil {
+		close(w.ended)
+		w.ended = nil
+	}
+	w.mu.Unlock()
+}
+
+// endedCh is closed at the next RequestEnded.
+func (w *Worker) endedCh() <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.ended == nil {
+		w.ended = make(chan struct{})
+	}
+	return w.ended
+}
+
+// awaitLease takes the store's lease named name, waiting while another holder has it
+// until it is released (RequestEnded, or the next check every layerLeaseWait) or expires.
+func (w *Worker) awaitLease(ctx context.Context, name string) error {
+	wait := time.NewTicker(layerLeaseWait)
+	defer wait.Stop()
+	for {
+		ended := w.endedCh() // before the try: an end reported during it is not missed
+		w.leaseTries.Add(1)
+		ok, err := w.cfg.Store.AcquireLease(ctx, name, w.lease())
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+		case <-wait.C:
+		}
+	}
+}
 
 // publishLeased publishes under the store's lease named after tag, so that replicas
 // racing for one layer build it once: the others wait for the lease, then find the tag
@@ -456,21 +502,11 @@ const layerLeaseWait = 250 * time.Millisecond
 // publish is cancelled.
 func (w *Worker) publishLeased(ctx context.Context, tag string, l *lock.Lock) (publish.Result, error) {
 	name := "layer:" + tag
-	wait := time.NewTicker(layerLeaseWait)
-	defer wait.Stop()
-	for {
-		ok, err := w.cfg.Store.AcquireLease(ctx, name, w.lease())
-		if err != nil {
-			return publish.Result{}, fmt.Errorf("taking the lease on layer %s: %w", tag, err)
+	if err := w.awaitLease(ctx, name); err != nil {
+		if ctx.Err() != nil {
+			return publish.Result{}, err
 		}
-		if ok {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return publish.Result{}, ctx.Err()
-		case <-wait.C:
-		}
+		return publish.Result{}, fmt.Errorf("taking the lease on layer %s: %w", tag, err)
 	}
 	pctx, stop := w.hold(ctx, func(ctx context.Context) error {
 		ok, err := w.cfg.Store.AcquireLease(ctx, name, w.lease())

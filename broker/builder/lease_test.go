@@ -148,3 +148,43 @@ func TestCrowdBoundAtOnce(t *testing.T) {
 		t.Errorf("%d of %d requests bound together when the layer landed, want at least %d (all but the claimed)", together, n, n-claimers)
 	}
 }
+
+// TestLayerLeaseWakesOnEnd: a worker waiting for another replica's lease on a layer
+// tries again when the change feed reports a request ended (RequestEnded), not at its
+// next poll, which is an hour away here; an end while the lease is still held sends it
+// back to waiting.
+func TestLayerLeaseWakesOnEnd(t *testing.T) {
+	defer func(d time.Duration) { layerLeaseWait = d }(layerLeaseWait)
+	layerLeaseWait = time.Hour
+	e, _ := setup(t, nil)
+	ctx := context.Background()
+	other := broker.Lease{Holder: "other-replica", TTL: time.Hour}
+	if ok, err := e.store.AcquireLease(ctx, "layer:t", other); err != nil || !ok {
+		t.Fatalf("the other replica's lease: %v %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.w.awaitLease(ctx, "layer:t") }()
+	tries := func(n int64) {
+		t.Helper()
+		for e.w.leaseTries.Load() < n {
+			select {
+			case err := <-done:
+				t.Fatalf("awaitLease returned %v while the other replica held the lease", err)
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	tries(1)
+	e.w.RequestEnded() // the lease is still held: it tries, fails and waits again
+	tries(2)
+	if err := e.store.ReleaseLease(ctx, "layer:t", other.Holder); err != nil {
+		t.Fatal(err)
+	}
+	e.w.RequestEnded()
+	if err := <-done; err != nil {
+		t.Fatalf("awaitLease: %v", err)
+	}
+	if ok, err := e.store.AcquireLease(ctx, "layer:t", other); err != nil || ok {
+		t.Errorf("after awaitLease the other replica took the lease again (%v, %v): want it this worker's", ok, err)
+	}
+}
