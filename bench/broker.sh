@@ -16,6 +16,12 @@
 #   make build && bash bench/broker.sh           # N=200 BIG=1000 POLLS=3 DISTINCT=10 JOBS=2
 #   CASES=sqlite1 BIG=0 bash bench/broker.sh     # SQLite only, no big run
 #   PROFILE=1 CASES=postgres1 BIG=0 bash bench/broker.sh
+#   SYNC=1 bash bench/broker.sh                  # agents ask without Prefer: respond-async
+#
+# Agents long-poll their requests until bound, so they ask preferring an asynchronous
+# answer (Prefer: respond-async): the POST is answered before its classification, which
+# the first of a crowd would otherwise make the rest wait for. SYNC=1 measures clients
+# that want the decision in the POST's answer instead.
 #
 # PROFILE=1 measures where the time goes, into $work/LABEL/profile/: each replica serves
 # profiles on a loopback --debug-addr (hidden flag) and the script takes a CPU profile
@@ -158,7 +164,7 @@ bench_case() {
     cpu0=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
   fi
   "$work/brokerload" -url "$(IFS=,; echo "${urls[*]}")" -floor "$floor" -token "$owner" -label "$label" \
-    -n "$agents" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")" | tee "$d/load.txt"
+    -n "$agents" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")" ${SYNC:+-sync} | tee "$d/load.txt"
   if [[ -n $PROFILE ]]; then
     cpu1=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
     for k in "${curls[@]}"; do wait "$k" || true; done

@@ -205,6 +205,9 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 			writeError(w, http.StatusBadRequest, err.Error(), "write requirements as pip does, e.g. python-docx==1.1.2 or numpy<2")
 			return
 		}
+		if prefersAsync(r) && s.deferClassify(w, r, t, se, specs) {
+			return
+		}
 	}
 	req, err := s.o.Classifier.Classify(r.Context(), se, specs, up)
 	if errors.Is(err, ErrUnavailable) || err != nil && r.Context().Err() != nil {

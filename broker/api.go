@@ -31,6 +31,16 @@ type Binder interface {
 	BindNow(s Session, r Request) (Binding, AuditEvent, bool)
 }
 
+// Deferred is a Classifier whose classifications take a while (they resolve against an
+// index) and that can tell, without I/O, when it knows one already. A client that
+// prefers an asynchronous answer (Prefer: respond-async) gets one from a server whose
+// classifier is Deferred: the request is stored classifying, answered 202 at once, and
+// classified in the background (Store.Classified); unless Known, when it is classified
+// at once as for any other client. Uploads are always classified at once.
+type Deferred interface {
+	Known(s Session, specs []string) bool
+}
+
 // Upload is a wheel an agent uploaded, checked as a wheel and stored once under the data
 // dir. Path is for the classifier's eyes only: it must never reach a response.
 type Upload struct {

@@ -31,6 +31,11 @@
 // reaches no response with a host path in it (redact.go). GET /readyz checks that the
 // store accepts a write.
 //
+// A client that long-polls its request anyway may ask with Prefer: respond-async
+// (classifying.go): the request is stored classifying and answered 202 before it is
+// resolved, then classified in the background, a failure to find out retried with
+// backoff, and a request a dead replica left classifying taken up by another's sweep.
+//
 // Resolution and policy are not here: a Classifier (the catalog) classifies requests and a
 // Builder (the worker) builds approved ones. It must never import cmd/, sandbox/ or a
 // concrete store, and it must never log a token secret or an Authorization header.

@@ -80,16 +80,7 @@ func TestBoundAtCreate(t *testing.T) {
 	if len(env.Bindings) != 1 || env.Bindings[0].RequestID != r.ID || len(env.Requests) != 0 {
 		t.Errorf("env: bindings %+v, open %+v; want the binding of %s and nothing open", env.Bindings, env.Requests, r.ID)
 	}
-	l, err := e.store.AuditLog(context.Background(), e.sesA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var actions []string
-	for _, ev := range l {
-		if ev.RequestID == r.ID {
-			actions = append(actions, ev.Action)
-		}
-	}
+	actions := e.auditOf(e.sesA, r.ID, false)
 	if len(actions) != 2 || actions[0] != "request.create" || actions[1] != "bound" {
 		t.Errorf("audit of %s: %v, want [request.create bound]", r.ID, actions)
 	}

@@ -124,7 +124,7 @@ func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
 type endedBuilder struct{ ended chan struct{} }
 
 func (b *endedBuilder) Enqueue(context.Context, string) {}
-func (b *endedBuilder) RequestEnded()                    { b.ended <- struct{}{} }
+func (b *endedBuilder) RequestEnded()                   { b.ended <- struct{}{} }
 
 // TestFeedTellsBuilderOfEnds: a change another replica announces that may have ended a
 // request (or one of no request: anything may have) reaches the builder, which waits on

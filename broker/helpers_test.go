@@ -137,6 +137,7 @@ func newEnv(t testing.TB, mod func(*broker.Options)) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(e.srv.Close) // before the store closes
 	e.ts = httptest.NewUnstartedServer(e.srv)
 	e.ts.Config = e.srv.HTTPServer() // the production limits
 	e.ts.Listener = broker.LimitListener(e.ts.Listener, o.HTTP.MaxConns)
@@ -199,6 +200,27 @@ func (e *env) mustDo(method, path, token, ctype, body string, want int, out any)
 			e.t.Fatalf("%s %s: decoding %s: %v", method, path, b, err)
 		}
 	}
+}
+
+// auditOf lists the actions of the audit events of session about request id, in order,
+// each with "/" and its decision when decisions is set.
+func (e *env) auditOf(session, id string, decisions bool) []string {
+	e.t.Helper()
+	l, err := e.store.AuditLog(context.Background(), session)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var actions []string
+	for _, ev := range l {
+		if ev.RequestID == id {
+			a := ev.Action
+			if decisions {
+				a += "/" + ev.Decision
+			}
+			actions = append(actions, a)
+		}
+	}
+	return actions
 }
 
 func (e *env) request(token, session, specs string) broker.Request {

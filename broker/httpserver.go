@@ -96,7 +96,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			s.pruneAudit(fctx)
 		}
 	}()
-	defer func() { stopFollow(); <-followed; <-pruned }()
+	swept := make(chan struct{})
+	go func() {
+		defer close(swept)
+		s.sweepClassifying(fctx)
+	}()
+	defer func() { stopFollow(); <-followed; <-pruned; <-swept; s.Close() }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving on %s: %w", ln.Addr(), err)
@@ -114,6 +119,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shutting down the broker: %w", err)
 	}
 	return nil
+}
+
+// Close stops the server's background work (the classification of asynchronous
+// requests, which a sweep takes up again later) and waits for it. Serve closes the
+// server when it returns; a server used only as an http.Handler should be closed when
+// done. A request left classifying is classified by the next server's sweep.
+func (s *Server) Close() {
+	s.bg.stop()
 }
 
 // maxRefusing bounds the connections being answered 503 at once; past it they are closed

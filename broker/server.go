@@ -74,6 +74,7 @@ type Server struct {
 	live     sync.Map    // session ID -> the run ID of its exec running here (executor_http.go)
 	stopping atomic.Bool // Serve is shutting down: long polls answer at once
 	feed     feedState   // the store's change feed, if it has one (notify.go)
+	bg       *background // classifications of asynchronous requests (classifying.go)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -116,7 +117,7 @@ func NewServer(o Options) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(),
+	s := &Server{o: o, log: log, mux: http.NewServeMux(), metrics: newMetrics(), waiters: newNotifier(), bg: newBackground(),
 		ui: newUIState(o.SignIn), uploads: newUploadBook(o.DataDir, o.Quota), bases: memo.New[[]EnvPackage](maxBases, 0),
 		tokens: memo.New[Token](maxTokens, tokenTTL), states: memo.New[sessionState](maxSessionStates, 0)}
 	for _, rt := range append([]route{

@@ -29,18 +29,21 @@ type State string
 
 // Request states. Terminal states end a long poll.
 const (
-	StatePending  State = "pending"  // waits for an approver
-	StateApproved State = "approved" // auto-approved or approved; waits for the builder
-	StateBuilding State = "building" // claimed by a builder (ClaimBuild)
-	StateBuilt    State = "built"    // the layer exists; not yet bound
-	StateBound    State = "bound"    // bound to the session: done
-	StateDenied   State = "denied"   // an approver said no
-	StateRejected State = "rejected" // policy said no (sdist only, denylisted, unresolvable, ...)
-	StateFailed   State = "failed"   // the build failed
+	// StateClassifying: received from a client that prefers an asynchronous answer; the
+	// broker resolves and classifies it in the background (Store.Classified).
+	StateClassifying State = "classifying"
+	StatePending     State = "pending"  // waits for an approver
+	StateApproved    State = "approved" // auto-approved or approved; waits for the builder
+	StateBuilding    State = "building" // claimed by a builder (ClaimBuild)
+	StateBuilt       State = "built"    // the layer exists; not yet bound
+	StateBound       State = "bound"    // bound to the session: done
+	StateDenied      State = "denied"   // an approver said no
+	StateRejected    State = "rejected" // policy said no (sdist only, denylisted, unresolvable, ...)
+	StateFailed      State = "failed"   // the build failed
 )
 
 // States lists every request state, in lifecycle order.
-var States = []State{StatePending, StateApproved, StateBuilding, StateBuilt, StateBound, StateDenied, StateRejected, StateFailed}
+var States = []State{StateClassifying, StatePending, StateApproved, StateBuilding, StateBuilt, StateBound, StateDenied, StateRejected, StateFailed}
 
 // Valid reports whether s is one of States.
 func (s State) Valid() bool { return slices.Contains(States, s) }
@@ -239,6 +242,13 @@ type Store interface {
 	// CreateBound creates r already bound, with its binding b and audit, in one
 	// transaction: r.State is bound, b names r and its session, and r.Digest is b's.
 	CreateBound(ctx context.Context, r Request, b Binding, audit ...AuditEvent) error
+	// Classified records the classification of request r.ID, which must be classifying
+	// (else ErrConflict: another replica's classification of it came first), in one
+	// transaction: the request takes r's State (approved, pending or rejected; or bound,
+	// with its binding b, whose Digest it records), Decision, Reasons, Isolated, Packages
+	// and LockKey, its Error is cleared, b (nil unless bound) is added to its session,
+	// and audit is appended.
+	Classified(ctx context.Context, r Request, b *Binding, audit ...AuditEvent) error
 	GetRequest(ctx context.Context, id string) (Request, error)
 	// UpdateRequest runs fn on the stored request inside one transaction and writes the
 	// result unless fn fails (its error is returned as is). fn must not change ID,

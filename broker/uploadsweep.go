@@ -33,7 +33,7 @@ func uploadHeld(r Request, bound map[string]bool, sum, filename string) bool {
 		}
 	}
 	switch r.State {
-	case StatePending, StateApproved, StateBuilding, StateBuilt:
+	case StateClassifying, StatePending, StateApproved, StateBuilding, StateBuilt:
 		return true
 	case StateBound:
 		return bound[r.ID]

@@ -2,7 +2,7 @@
 //
 //	brokerload -write-wheels DIR
 //	brokerload -serve-floor
-//	brokerload -url URL[,URL...] -token OWNER_TOKEN [-floor URL] [-n 200] [-polls 3] [-specs foo==1.0,foo==2.0] [-label NAME]
+//	brokerload -url URL[,URL...] -token OWNER_TOKEN [-floor URL] [-n 200] [-polls 3] [-specs foo==1.0,foo==2.0] [-label NAME] [-sync]
 //
 // With -write-wheels it writes the benchmark's index (pin 1.0 for the base, foo 1.0 and
 // 2.0 for the requests) and exits. With -serve-floor it serves the floor, a trivial Go
@@ -11,7 +11,10 @@
 // starts N agents at once, agent i on replica i mod len; each polls GET
 // /v1/sessions/{id}/env POLLS times, POSTs a request for specs[i % len(specs)] (so most
 // requests are identical and bind an existing layer without a build) and long-polls GET
-// /v1/requests/{id}?wait=30s until it is terminal (through broker/client). With -floor the
+// /v1/requests/{id}?wait=30s until it is terminal (through broker/client). An agent that
+// long-polls anyway asks preferring an asynchronous answer (client.AskAsync, Prefer:
+// respond-async), so the POST does not wait for the classification; -sync asks as a
+// client that wants the decision in the POST's answer (client.Ask). With -floor the
 // same burst runs against the floor first. It prints throughput, p50/p99/max latency per
 // endpoint and the wall time, the p50/p99 ratios to the floor with the targets and
 // a one-line summary, and exits non-zero unless every request ends bound. Loopback only;
@@ -52,6 +55,7 @@ type config struct {
 	specs    []string
 	timeout  time.Duration
 	label    string
+	sync     bool // Ask, not AskAsync
 }
 
 func run(args []string) error {
@@ -67,6 +71,7 @@ func run(args []string) error {
 	fs.IntVar(&c.polls, "polls", 3, "GET env calls per agent before its request")
 	specs := fs.String("specs", "foo==1.0", "comma-separated requirements; agent i asks for the (i mod len)-th")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up after this long")
+	fs.BoolVar(&c.sync, "sync", false, "ask without Prefer: respond-async (the POST answers with the decision)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -299,7 +304,11 @@ func agent(ctx context.Context, c *client.Client, cfg config, i int, session str
 			return broker.Request{}, err
 		}
 	}
-	r, err := c.Ask(ctx, session, cfg.specs[i%len(cfg.specs)])
+	ask := c.AskAsync
+	if cfg.sync {
+		ask = c.Ask
+	}
+	r, err := ask(ctx, session, cfg.specs[i%len(cfg.specs)])
 	for try := 0; err == nil && try < 20 && !broker.Terminal(r.State); try++ {
 		r, err = c.Poll(ctx, r.ID, 30*time.Second)
 	}

@@ -47,7 +47,7 @@ func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string,
 	if up != nil {
 		return w.classify(ctx, s, specs, up)
 	}
-	key := string(s.BaseLock) + "\x00" + strings.Join(specs, "\x00")
+	key := classKey(s, specs)
 	w.mu.Lock()
 	if w.classes == nil {
 		w.classes = map[string]*classified{}
@@ -81,6 +81,22 @@ func (w *Worker) Classify(ctx context.Context, s broker.Session, specs []string,
 	case <-ctx.Done():
 		return broker.Request{}, unavailable(ctx.Err())
 	}
+}
+
+// classKey names the classification of specs on s's base.
+func classKey(s broker.Session, specs []string) string {
+	return string(s.BaseLock) + "\x00" + strings.Join(specs, "\x00")
+}
+
+var _ broker.Deferred = (*Worker)(nil)
+
+// Known implements broker.Deferred: Classify of specs on s's base would answer from a
+// classification done within classifyTTL, without waiting.
+func (w *Worker) Known(s broker.Session, specs []string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c, ok := w.classes[classKey(s, specs)]
+	return ok && !c.at.IsZero() && c.err == nil && time.Since(c.at) < classifyTTL
 }
 
 // unavailable marks err as a failure that may pass (broker.ErrUnavailable): the index or

@@ -66,6 +66,14 @@ func (c *Client) Ask(ctx context.Context, session string, packages ...string) (b
 	return out, err
 }
 
+// AskAsync is Ask for a client that long-polls its request anyway (Wait): it prefers an
+// asynchronous answer (Prefer: respond-async), so the broker answers at once, with the
+// request classifying unless it knew the classification already, instead of after
+// resolving it against the index.
+func (c *Client) AskAsync(ctx context.Context, session string, packages ...string) (broker.Request, error) {
+	return c.Ask(withHeader(ctx, "Prefer", "respond-async"), session, packages...)
+}
+
 // Upload files a request of session for a wheel of its own, sent as filename.
 func (c *Client) Upload(ctx context.Context, session, filename string, wheel io.Reader) (broker.Request, error) {
 	var body bytes.Buffer

@@ -165,6 +165,9 @@ func (c *Client) stream(ctx context.Context, endpoint, path string, q url.Values
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	if h, ok := ctx.Value(headerKey{}).([2]string); ok {
+		req.Header.Set(h[0], h[1])
+	}
 	start := time.Now()
 	status := 0
 	defer func() {
@@ -205,6 +208,14 @@ func (c *Client) callJSON(ctx context.Context, endpoint, path string, q url.Valu
 		return fmt.Errorf("broker: %s: %w", endpoint, err)
 	}
 	return c.call(ctx, endpoint, path, q, "application/json", bytes.NewReader(b), 0, out)
+}
+
+// headerKey carries one extra request header through a call's context (withHeader).
+type headerKey struct{}
+
+// withHeader makes the call under ctx send header name: value.
+func withHeader(ctx context.Context, name, value string) context.Context {
+	return context.WithValue(ctx, headerKey{}, [2]string{name, value})
 }
 
 // seg escapes one path segment (an ID).

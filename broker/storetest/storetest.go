@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"Transition", testTransition},
 		{"Bind", testBind},
 		{"CreateBound", testCreateBound},
+		{"Classified", testClassified},
 		{"BindApproved", testBindApproved},
 		{"CreateRequestConcurrent", testCreateRequestConcurrent},
 		{"ApplyRebase", testApplyRebase},

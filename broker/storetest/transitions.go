@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -354,4 +355,71 @@ func testCreateBound(t *testing.T, s broker.Store) {
 		t.Errorf("audit after CreateBound: %+v", l)
 	}
 	wantErr(t, "twice", s.CreateBound(ctx, r, b, event("request.create", "s1", "r1")), broker.ErrConflict)
+}
+
+// testClassified: a classifying request takes its classification, with its binding when
+// it is bound at once and its audit event, in one transaction; a request that is not
+// classifying (another replica classified it first) or a malformed classification is
+// refused and changes nothing.
+func testClassified(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	for _, id := range []string{"r1", "r2", "r3"} {
+		r := request(id, "s1", broker.StateClassifying, 0)
+		r.Error = "the index did not answer; retrying"
+		must(t, s.CreateRequest(ctx, r, event("request.create", "s1", id)))
+	}
+	must(t, s.CreateRequest(ctx, request("done", "s1", broker.StatePending, 0)))
+	pkgs := []broker.Pkg{{Name: "foo", Version: "1.0", Filename: "foo-1.0-py3-none-any.whl", SHA256: "ab", Size: 3}}
+	decided := func(id string, st broker.State) broker.Request {
+		r := request(id, "s1", st, 0)
+		r.Decision, r.Reasons, r.Packages, r.LockKey, r.Isolated = "auto-approved", []string{"foo is allowlisted"}, pkgs, "key-1", true
+		return r
+	}
+	b := broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", Ref: "r@sha256:0b", RequestID: "r2", Created: T0}
+	bound := decided("r2", broker.StateBound)
+	bound.Digest = b.Digest
+	before := take(t, s, "s1")
+	for _, tc := range []struct {
+		name string
+		r    broker.Request
+		b    *broker.Binding
+		e    broker.AuditEvent
+		want error
+	}{
+		{"not classifying", decided("done", broker.StateApproved), nil, event("request.classify", "s1", "done"), broker.ErrConflict},
+		{"no such request", decided("nope", broker.StateApproved), nil, event("request.classify", "s1", "nope"), broker.ErrNotFound},
+		{"to building", decided("r1", broker.StateBuilding), nil, event("request.classify", "s1", "r1"), broker.ErrInvalid},
+		{"approved with a binding", decided("r1", broker.StateApproved), &b, event("request.classify", "s1", "r1"), broker.ErrInvalid},
+		{"bound without one", bound, nil, event("request.classify", "s1", "r2"), broker.ErrInvalid},
+		{"a bad event", decided("r1", broker.StateApproved), nil, broker.AuditEvent{Action: "request.classify"}, broker.ErrInvalid},
+	} {
+		wantErr(t, tc.name, s.Classified(ctx, tc.r, tc.b, tc.e), tc.want)
+		same(t, tc.name+": store after", take(t, s, "s1"), before)
+	}
+	must(t, s.Classified(ctx, decided("r1", broker.StateApproved), nil, event("request.classify", "s1", "r1")))
+	must(t, s.Classified(ctx, bound, &b, event("request.classify", "s1", "r2")))
+	rej := decided("r3", broker.StateRejected)
+	rej.Decision, rej.Reasons = "rejected", []string{"sdist only"}
+	must(t, s.Classified(ctx, rej, nil, event("request.classify", "s1", "r3")))
+	for id, want := range map[string]broker.State{"r1": broker.StateApproved, "r2": broker.StateBound, "r3": broker.StateRejected} {
+		got, err := s.GetRequest(ctx, id)
+		must(t, err)
+		if got.State != want || got.Error != "" || got.Decision == "" || len(got.Reasons) != 1 || got.Created != T0 || !got.Updated.After(T0) {
+			t.Errorf("%s after Classified: %+v, want %s, its decision and reasons, no error, Updated moved", id, got, want)
+		}
+		if id != "r3" && (!slices.Equal(got.Packages, pkgs) || got.LockKey != "key-1" || !got.Isolated) {
+			t.Errorf("%s after Classified: packages %v key %q isolated %v", id, got.Packages, got.LockKey, got.Isolated)
+		}
+	}
+	if got, _ := s.GetRequest(ctx, "r2"); got.Digest != b.Digest {
+		t.Errorf("bound at classification: digest %q, want %s", got.Digest, b.Digest)
+	}
+	bs, _ := s.Bindings(ctx, "s1")
+	same(t, "bindings after Classified", bs, []broker.Binding{b})
+	l, _ := s.AuditLog(ctx, "s1")
+	if n := len(l) - len(before.Audit); n != 3 || l[len(l)-1].Action != "request.classify" {
+		t.Errorf("audit after Classified: %d new events, want 3 request.classify: %+v", n, l)
+	}
+	wantErr(t, "twice", s.Classified(ctx, decided("r1", broker.StatePending), nil, event("request.classify", "s1", "r1")), broker.ErrConflict)
 }

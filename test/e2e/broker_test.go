@@ -230,6 +230,36 @@ func TestBrokerScenarios(t *testing.T) {
 		}
 	})
 
+	// 10. Asynchronous answers (Prefer: respond-async): accepted classifying before the
+	// index is asked, then classified in the background: one bound to foo 1.0's layer
+	// (built: its lock records what was asked for), a sdist-only one rejected with the
+	// reason; both audited.
+	t.Run("async", func(t *testing.T) {
+		c := s.newSession(t, d.owner)
+		api := s.api(t, c.Agent)
+		for _, tc := range []struct{ spec, state, reason string }{
+			{"foo>=1.0,<2", "bound", ""}, {"sdistonly==1.0", "rejected", "sdistonly"},
+		} {
+			r := ok(api.AskAsync(t.Context(), c.ID, tc.spec))(t)
+			if r.State != broker.StateClassifying || r.ID == "" {
+				t.Fatalf("%s asked asynchronously: %s (%s), want classifying at once", tc.spec, r.State, r.Error)
+			}
+			got := s.wait(t, c.Agent, r.ID)
+			if string(got.State) != tc.state || !strings.Contains(got.reasons(), tc.reason) {
+				t.Errorf("%s classified in the background: %s (%s), want %s naming %q", tc.spec, got.State, got.reasons(), tc.state, tc.reason)
+			}
+		}
+		var classified int
+		for _, ev := range s.audit(t, d.owner, c.ID) {
+			if ev.Action == "request.classify" && ev.Actor == "broker" && ev.Decision != "" {
+				classified++
+			}
+		}
+		if classified != 2 {
+			t.Errorf("audit of %s: %d request.classify events with a decision, want 2", c.ID, classified)
+		}
+	})
+
 	t.Run("authorization", func(t *testing.T) { brokerAuthz(t, d) })
 	t.Run("bad-input", func(t *testing.T) { brokerBadInput(t, d) })
 	for _, tok := range []string{d.admin, d.owner, d.owner2, a.Agent, b.Agent, x.Agent} {

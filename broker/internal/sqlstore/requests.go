@@ -112,6 +112,46 @@ func (s *Store) CreateBound(ctx context.Context, r broker.Request, b broker.Bind
 	})
 }
 
+// Classified implements broker.Store.
+func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Binding, audit ...broker.AuditEvent) error {
+	switch c.State {
+	case broker.StateApproved, broker.StatePending, broker.StateRejected:
+		if b != nil {
+			return fmt.Errorf("classifying request %q: %w: a binding for a request that is %s", c.ID, broker.ErrInvalid, c.State)
+		}
+	case broker.StateBound:
+		if b == nil || b.RequestID != c.ID || b.Digest != c.Digest {
+			return fmt.Errorf("classifying request %q: %w: bound needs its binding, of this request and digest", c.ID, broker.ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("classifying request %q: %w: it cannot become %q", c.ID, broker.ErrInvalid, c.State)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		r, err := t.updateRequest(ctx, c.ID, func(r *broker.Request) error {
+			if r.State != broker.StateClassifying {
+				return fmt.Errorf("classifying request %q: %w: it is %s, not classifying", r.ID, broker.ErrConflict, r.State)
+			}
+			r.State, r.Decision, r.Reasons, r.Isolated = c.State, c.Decision, slices.Clone(c.Reasons), c.Isolated
+			r.Packages, r.LockKey, r.Digest, r.Error = slices.Clone(c.Packages), c.LockKey, c.Digest, ""
+			r.Updated = time.Now().UTC()
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if b != nil {
+			bb := *b
+			if err := checkBinding(r.SessionID, &bb); err != nil {
+				return fmt.Errorf("classifying request %q: %w", c.ID, err)
+			}
+			if err := t.insertBinding(ctx, &bb); err != nil {
+				return err
+			}
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
 func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	if err := checkRequest(r); err != nil {
 		return fmt.Errorf("creating request: %w", err)

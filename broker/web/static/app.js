@@ -322,10 +322,11 @@
 
   // ---- requests ----
 
-  const steps = ["approved", "building", "built", "bound"];
+  const steps = ["classifying", "approved", "building", "built", "bound"];
 
   function progress(r) {
     if (r.state === "failed") return el("p", { class: "failed" }, "Build failed: ", r.error || "no reason recorded");
+    if (r.state === "classifying" && r.error) return el("p", { class: "meta" }, "Not classified yet: ", r.error);
     const i = steps.indexOf(r.state);
     if (i < 0) return null;
     return el("ol", { class: "steps", "aria-label": "Build progress" },
