@@ -24,17 +24,18 @@ import (
 // replicas classifying one request is harmless: classification is a function of the
 // request, its base, the index and the catalog, and only the first outcome is stored.
 const (
-	// ClassifySweepEvery is how often Serve looks for requests left classifying.
+	// ClassifySweepEvery is how often Serve looks for requests left classifying, at most:
+	// a quarter of Options.ClassifyStale when that is shorter (at least a second).
 	ClassifySweepEvery = 5 * time.Second
-	// ClassifyStale is how long a request stays classifying, untouched, before a sweep
-	// takes it as abandoned (its replica died) and classifies it again: a build lease's
-	// time (DefaultBuildLease). A replica retrying touches it at every retry, which
-	// classifyBackoffMax keeps well within this.
-	ClassifyStale = 20 * time.Second
+	// DefaultClassifyStale is how long a request stays classifying, untouched, before a
+	// sweep takes it as abandoned (its replica died) and classifies it again: a build
+	// lease's time (DefaultBuildLease; serve sets it to --build-lease). A replica that
+	// retries touches the request at every retry, at most classifyBackoffMax apart.
+	DefaultClassifyStale = DefaultBuildLease
 	// maxClassifying bounds the background classifications running at once.
 	maxClassifying = 64
 	// classifyBackoff is the first wait after a failure to classify; it doubles up to
-	// classifyBackoffMax.
+	// classifyBackoffMax, or Options.ClassifyStale/2 when that is shorter.
 	classifyBackoff    = time.Second
 	classifyBackoffMax = 15 * time.Second
 )
@@ -144,7 +145,7 @@ func (s *Server) classifyBackground(ctx context.Context, id string, se *Session)
 			return
 		case <-time.After(wait):
 		}
-		wait = min(2*wait, classifyBackoffMax)
+		wait = min(2*wait, classifyBackoffMax, s.o.ClassifyStale/2)
 	}
 }
 
@@ -205,19 +206,19 @@ func (s *Server) classifyOnce(ctx context.Context, id string, se *Session) (done
 
 // sweepClassifying classifies, every ClassifySweepEvery until ctx ends, the requests
 // left classifying: at start all of them (this replica may have died with some), then
-// those untouched for ClassifyStale (another replica died with them).
+// those untouched for Options.ClassifyStale (another replica died with them).
 func (s *Server) sweepClassifying(ctx context.Context) {
 	if _, ok := s.o.Classifier.(Deferred); !ok {
 		return
 	}
-	tick := time.NewTicker(ClassifySweepEvery)
+	tick := time.NewTicker(min(ClassifySweepEvery, max(s.o.ClassifyStale/4, time.Second)))
 	defer tick.Stop()
 	stale := time.Duration(0)
 	for {
 		if err := s.SweepClassifying(ctx, stale); err != nil && ctx.Err() == nil {
 			s.log.LogAttrs(ctx, slog.LevelWarn, "looking for requests left classifying", slog.String("error", err.Error()))
 		}
-		stale = ClassifyStale
+		stale = s.o.ClassifyStale
 		select {
 		case <-ctx.Done():
 			return

@@ -169,7 +169,7 @@ func TestSweepClassifying(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := e.srv.SweepClassifying(ctx, broker.ClassifyStale); err != nil {
+	if err := e.srv.SweepClassifying(ctx, broker.DefaultClassifyStale); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the abandoned request classified", func() bool { return e.storedReq("req_left").State == broker.StateApproved })

@@ -54,6 +54,11 @@ type Options struct {
 	// ones every AuditPruneEvery (default DefaultAuditPruneEvery), auditing each run.
 	AuditRetention  time.Duration
 	AuditPruneEvery time.Duration
+
+	// ClassifyStale is how long a request may stay classifying untouched before a sweep
+	// takes it as abandoned by a replica that died (classifying.go); default
+	// DefaultClassifyStale.
+	ClassifyStale time.Duration
 }
 
 // Server is the broker's HTTP API.
@@ -102,6 +107,9 @@ func NewServer(o Options) (*Server, error) {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.ClassifyStale <= 0 {
+		o.ClassifyStale = DefaultClassifyStale
 	}
 	if o.AuditPruneEvery <= 0 {
 		o.AuditPruneEvery = DefaultAuditPruneEvery

@@ -84,7 +84,7 @@ caller's own token whether it may use the session and what the session is bound 
 	fl.StringVar(&f.interpreter, "interpreter", "", "target interpreter prefix to compile .pyc with")
 	fl.StringVar(&f.data, "data", "", "directory for uploaded wheels (default: beside --db)")
 	fl.IntVar(&f.jobs, "jobs", 2, "builds at a time")
-	fl.DurationVar(&f.lease, "build-lease", broker.DefaultBuildLease, "how long a build stays this replica's without renewal; another replica takes it over after")
+	fl.DurationVar(&f.lease, "build-lease", broker.DefaultBuildLease, "how long a build stays this replica's without renewal, and a request its classification without a touch; another replica takes it over after")
 	fl.DurationVar(&f.http.ReadHeaderTimeout, "read-header-timeout", broker.DefaultReadHeaderTimeout, "time for a request's headers to arrive")
 	fl.DurationVar(&f.http.ReadTimeout, "read-timeout", broker.DefaultReadTimeout, "time for a whole request, body included, to arrive (uploads: --upload-timeout)")
 	fl.DurationVar(&f.http.WriteTimeout, "write-timeout", broker.DefaultWriteTimeout, "time for an answer to leave (long polls get their wait on top)")
@@ -174,7 +174,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		f.data = filepath.Join(filepath.Dir(f.db), "uploads")
 	}
 	opts := broker.Options{Store: store, Logger: log, DataDir: f.data, HTTP: f.http, MaxUpload: f.maxUpload, Quota: f.quota,
-		AuditRetention: time.Duration(f.auditRetention)}
+		AuditRetention: time.Duration(f.auditRetention), ClassifyStale: f.lease}
 	hc, err := g.openCache()
 	if err != nil {
 		return err

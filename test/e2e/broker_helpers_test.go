@@ -57,6 +57,7 @@ type bkProxy struct {
 	tamper  map[string]bool
 	stall   map[string]time.Duration
 	fetched map[string]int
+	stalled map[string]int // responses held by a stall, by name
 }
 
 func (p *bkProxy) setStall(file string, d time.Duration) {
@@ -65,13 +66,20 @@ func (p *bkProxy) setStall(file string, d time.Duration) {
 	p.stall[file] = d
 }
 
+// stalls is how many answers for name a stall has held (or holds).
+func (p *bkProxy) stalls(name string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stalled[name]
+}
+
 func startBkProxy(t testing.TB, upstream string) *bkProxy {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &bkProxy{tamper: map[string]bool{}, stall: map[string]time.Duration{}, fetched: map[string]int{}}
+	p := &bkProxy{tamper: map[string]bool{}, stall: map[string]time.Duration{}, fetched: map[string]int{}, stalled: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
 	rp.ModifyResponse = func(resp *http.Response) error {
 		name := path.Base(resp.Request.URL.Path)
@@ -79,6 +87,9 @@ func startBkProxy(t testing.TB, upstream string) *bkProxy {
 		tamper, stall := p.tamper[name], p.stall[name]
 		if strings.HasPrefix(resp.Request.URL.Path, "/files/") {
 			p.fetched[name]++
+		}
+		if stall > 0 {
+			p.stalled[name]++
 		}
 		p.mu.Unlock()
 		if stall > 0 {

@@ -13,6 +13,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx", to read the leases
 
+	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/postgres/pgtest"
 	"github.com/pylayer/pylayer/test/fixture"
 )
@@ -74,6 +75,7 @@ func TestBrokerReplicasKill9(t *testing.T) {
 			{Path: "big/blob.bin", Data: randomBytes(t, 24<<20)},
 		}})
 	}
+	bkWrite(t, d.idxDir, fixture.Wheel{Name: "big", Version: "99.0"}) // the classification round's
 	hosts := []*host{newHost(t, "DOCKER_CONFIG="+d.reg.DockerConfig), newHost(t, "DOCKER_CONFIG="+d.reg.DockerConfig)}
 	reps := []*bkReplica{d.startReplica(t, hosts[0], dsn), d.startReplica(t, hosts[1], dsn)}
 
@@ -172,6 +174,38 @@ func TestBrokerReplicasKill9(t *testing.T) {
 	}
 	t.Logf("%d rounds in %s, %d with a replica killed mid-build", len(rounds), time.Since(start).Round(time.Second), killed)
 
+	// A replica killed while it classifies a request it accepted classifying (Prefer:
+	// respond-async): its classification waits on the index, held by the proxy, when it
+	// dies; the survivor's sweep classifies the request once it is a lease old, and it
+	// is built and bound, with one classification audited.
+	d.proxy.setStall("big", 15*time.Second) // the project page: the classification's first fetch
+	cse := reps[0].newSession(t, d.owner)
+	cr := ok(reps[0].api(t, cse.Agent).AskAsync(ctx, cse.ID, "big==99.0"))(t)
+	if cr.State != broker.StateClassifying {
+		t.Fatalf("big==99.0 asked asynchronously: %s, want classifying", cr.State)
+	}
+	for d.proxy.stalls("big") == 0 {
+		if ctx.Err() != nil {
+			t.Fatal("the classification never reached the index")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+	reps[0].kill9()
+	killedAt := time.Now()
+	d.proxy.setStall("big", 0)
+	got := reps[1].wait(t, cse.Agent, cr.ID)
+	t.Logf("classification round: bound %s after its replica was killed", time.Since(killedAt).Round(time.Millisecond))
+	if got.State != broker.StateBound {
+		t.Errorf("a request whose classifying replica died ended %s (%s), want bound", got.State, got.reasons())
+	}
+	var classifies int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit WHERE action = 'request.classify' AND request_id = $1`, cr.ID).Scan(&classifies); err != nil {
+		t.Fatal(err)
+	}
+	if classifies != 1 {
+		t.Errorf("%d classifications of %s audited, want 1", classifies, cr.ID)
+	}
+	rounds = append(rounds, round{version: "99.0", id: cr.ID, killed: -1, state: string(got.State), digest: got.Digest})
 	// Nothing lost: every request terminal and bound, each to its own layer.
 	var open int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM requests WHERE state NOT IN ('bound', 'denied', 'rejected', 'failed')`).Scan(&open); err != nil {
