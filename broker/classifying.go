@@ -89,7 +89,7 @@ func (s *Server) deferClassify(w http.ResponseWriter, r *http.Request, t Token, 
 		s.storeError(w, r, err)
 		return true
 	}
-	s.classifyLater(req.ID, &se)
+	s.classifyLater(req.ID, &req, &se)
 	w.Header().Set("Location", "/v1/requests/"+req.ID)
 	w.Header().Set("Preference-Applied", "respond-async")
 	writeJSON(w, http.StatusAccepted, publicRequest(req))
@@ -97,9 +97,13 @@ func (s *Server) deferClassify(w http.ResponseWriter, r *http.Request, t Token, 
 }
 
 // classifyLater classifies request id in the background, unless this server does so
-// already. se is its session, or nil to read it.
-func (s *Server) classifyLater(id string, se *Session) {
+// already or is closing. req is the request as just created and se its session, or nil
+// to read them.
+func (s *Server) classifyLater(id string, req *Request, se *Session) {
 	bg := s.bg
+	if bg.ctx.Err() != nil {
+		return // closing: the next server's sweep takes it up
+	}
 	if _, busy := bg.mine.LoadOrStore(id, struct{}{}); busy {
 		return
 	}
@@ -113,16 +117,17 @@ func (s *Server) classifyLater(id string, se *Session) {
 		case <-bg.ctx.Done():
 			return
 		}
-		s.classifyBackground(bg.ctx, id, se)
+		s.classifyBackground(bg.ctx, id, req, se)
 	}()
 }
 
 // classifyBackground classifies request id until its outcome is stored, another replica
 // stored one, or ctx ends; a failure to find out waits and tries again.
-func (s *Server) classifyBackground(ctx context.Context, id string, se *Session) {
+func (s *Server) classifyBackground(ctx context.Context, id string, req *Request, se *Session) {
 	wait := classifyBackoff
 	for attempt := 1; ; attempt++ {
-		done, err := s.classifyOnce(ctx, id, se)
+		done, err := s.classifyOnce(ctx, id, req, se)
+		req = nil // a retry reads it again: it may have moved meanwhile
 		if done || ctx.Err() != nil {
 			return
 		}
@@ -151,12 +156,14 @@ func (s *Server) classifyBackground(ctx context.Context, id string, se *Session)
 
 // classifyOnce makes one attempt: done is true once the request is no longer
 // classifying (its outcome stored here or elsewhere, or it is gone); err says why not.
-func (s *Server) classifyOnce(ctx context.Context, id string, se *Session) (done bool, err error) {
-	req, err := s.o.Store.GetRequest(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+// created, if set, is the request as its creator just stored it: no need to read it.
+func (s *Server) classifyOnce(ctx context.Context, id string, created *Request, se *Session) (done bool, err error) {
+	var req Request
+	if created != nil {
+		req = *created
+	} else if req, err = s.o.Store.GetRequest(ctx, id); errors.Is(err, ErrNotFound) {
 		return true, nil
-	}
-	if err != nil {
+	} else if err != nil {
 		return false, err
 	}
 	if req.State != StateClassifying {
@@ -240,7 +247,7 @@ func (s *Server) SweepClassifying(ctx context.Context, stale time.Duration) erro
 	now := s.o.Now()
 	for _, r := range rs {
 		if now.Sub(r.Updated) >= stale {
-			s.classifyLater(r.ID, nil)
+			s.classifyLater(r.ID, nil, nil)
 		}
 	}
 	return nil
