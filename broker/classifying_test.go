@@ -177,7 +177,7 @@ func TestSweepClassifying(t *testing.T) {
 		t.Errorf("a request classifying for moments only was taken by the sweep: %s", st)
 	}
 	// Another replica's classification came first: Classified refuses, nothing changes.
-	err := e.store.Classified(ctx, broker.Request{ID: "req_left", State: broker.StatePending}, nil,
+	err := e.store.Classified(ctx, broker.Request{ID: "req_left", SessionID: e.sesA, State: broker.StatePending}, nil,
 		broker.AuditEvent{Time: time.Now(), Actor: "broker", Action: "request.classify", SessionID: e.sesA, RequestID: "req_left"})
 	if !errors.Is(err, broker.ErrConflict) {
 		t.Errorf("classifying a classified request again: %v, want ErrConflict", err)

@@ -243,7 +243,8 @@ type Store interface {
 	// transaction: r.State is bound, b names r and its session, and r.Digest is b's.
 	CreateBound(ctx context.Context, r Request, b Binding, audit ...AuditEvent) error
 	// Classified records the classification of request r.ID, which must be classifying
-	// (else ErrConflict: another replica's classification of it came first), in one
+	// (else ErrConflict: another replica's classification of it came first) and of
+	// session r.SessionID (else ErrInvalid), in one
 	// transaction: the request takes r's State (approved, pending or rejected; or bound,
 	// with its binding b, whose Digest it records), Decision, Reasons, Isolated, Packages
 	// and LockKey, its Error is cleared, b (nil unless bound) is added to its session,

@@ -112,7 +112,9 @@ func (s *Store) CreateBound(ctx context.Context, r broker.Request, b broker.Bind
 	})
 }
 
-// Classified implements broker.Store.
+// Classified implements broker.Store: one conditional UPDATE (no read of the row first:
+// a crowd's classifications are a burst of writes), which changes nothing unless the
+// request is classifying, in the session named.
 func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Binding, audit ...broker.AuditEvent) error {
 	switch c.State {
 	case broker.StateApproved, broker.StatePending, broker.StateRejected:
@@ -123,28 +125,45 @@ func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Bind
 		if b == nil || b.RequestID != c.ID || b.Digest != c.Digest {
 			return fmt.Errorf("classifying request %q: %w: bound needs its binding, of this request and digest", c.ID, broker.ErrInvalid)
 		}
+		bb := *b
+		if err := checkBinding(c.SessionID, &bb); err != nil {
+			return fmt.Errorf("classifying request %q: %w", c.ID, err)
+		}
+		b = &bb
 	default:
 		return fmt.Errorf("classifying request %q: %w: it cannot become %q", c.ID, broker.ErrInvalid, c.State)
 	}
+	c.Error, c.Updated = "", time.Now().UTC()
+	args, err := requestArgs(&c)
+	if err != nil {
+		return fmt.Errorf("classifying request %q: %w", c.ID, err)
+	}
 	return s.inTx(ctx, func(t tx) error {
-		r, err := t.updateRequest(ctx, c.ID, func(r *broker.Request) error {
-			if r.State != broker.StateClassifying {
-				return fmt.Errorf("classifying request %q: %w: it is %s, not classifying", r.ID, broker.ErrConflict, r.State)
-			}
-			r.State, r.Decision, r.Reasons, r.Isolated = c.State, c.Decision, slices.Clone(c.Reasons), c.Isolated
-			r.Packages, r.LockKey, r.Digest, r.Error = slices.Clone(c.Packages), c.LockKey, c.Digest, ""
-			r.Updated = time.Now().UTC()
-			return nil
-		})
+		// args follow requestCols: state (4) to error (11), then updated (14).
+		res, err := t.exec(ctx, `UPDATE requests SET state = ?, decision = ?, reasons = ?, isolated = ?, packages = ?,
+			lock_key = ?, digest = ?, error = ?, updated = ? WHERE id = ? AND session_id = ? AND state = ?`,
+			append(append(args[4:12:12], args[14]), c.ID, c.SessionID, broker.StateClassifying)...)
 		if err != nil {
+			return fmt.Errorf("classifying request %q: %w", c.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("classifying request %q: %w", c.ID, err)
+		} else if n != 1 {
+			r, err := t.lockRequest(ctx, c.ID) // why not: gone, another session's, or moved on
+			switch {
+			case err != nil:
+				return fmt.Errorf("classifying: %w", err)
+			case r.SessionID != c.SessionID:
+				return fmt.Errorf("classifying request %q: %w: it belongs to session %q, not %q", c.ID, broker.ErrInvalid, r.SessionID, c.SessionID)
+			default:
+				return fmt.Errorf("classifying request %q: %w: it is %s, not classifying", c.ID, broker.ErrConflict, r.State)
+			}
+		}
+		if err := t.notify(ctx, c.ID, c.State); err != nil {
 			return err
 		}
 		if b != nil {
-			bb := *b
-			if err := checkBinding(r.SessionID, &bb); err != nil {
-				return fmt.Errorf("classifying request %q: %w", c.ID, err)
-			}
-			if err := t.insertBinding(ctx, &bb); err != nil {
+			if err := t.insertBinding(ctx, b); err != nil {
 				return err
 			}
 		}
