@@ -174,7 +174,7 @@ func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pendin
 		discard()
 		return "", err
 	}
-	if err := syncFS(ctx, c.tmpDir()); err != nil { // the trees' work directories too: one file system
+	if err := c.makeDurable(ctx, pending, b.md.Encoded()); err != nil {
 		discard()
 		return "", err
 	}
@@ -192,6 +192,9 @@ func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pendin
 		return "", fmt.Errorf("moving the layer into place: %w", err)
 	}
 	b.work = ""
+	if c.lazy() {
+		return root, nil // recorded
+	}
 	if err := syncDir(ctx, filepath.Dir(root)); err != nil {
 		return "", err
 	}

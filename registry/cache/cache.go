@@ -30,6 +30,7 @@ type Cache struct {
 	root     string
 	limits   Limits
 	parallel int
+	boot     string // the machine's boot (bootID), "" if unknown: see unsynced.go
 }
 
 // Option configures Open.
@@ -86,7 +87,7 @@ func Open(root string, opts ...Option) (*Cache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening host cache %q: %w", root, err)
 	}
-	c := &Cache{root: abs, limits: DefaultLimits(), parallel: min(2*runtime.GOMAXPROCS(0), 8)}
+	c := &Cache{root: abs, limits: DefaultLimits(), parallel: min(2*runtime.GOMAXPROCS(0), 8), boot: bootID()}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("opening host cache %q: %w", root, err)
@@ -105,7 +106,7 @@ func Open(root string, opts ...Option) (*Cache, error) {
 	if !top.IsDir() {
 		return nil, fmt.Errorf("%w: %q is not a directory", ErrInvalidCache, abs)
 	}
-	for _, rel := range []string{"trees", c.rel("trees"), "layers", c.rel("layers"), "admissions", c.rel("admissions"), "refs", "tmp", "locks"} {
+	for _, rel := range []string{"trees", c.rel("trees"), "layers", c.rel("layers"), "admissions", c.rel("admissions"), "refs", "tmp", "locks", "unsynced"} {
 		dir := filepath.Join(abs, rel)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("creating %q: %w", dir, err)
@@ -120,6 +121,9 @@ func Open(root string, opts ...Option) (*Cache, error) {
 		if !sameDevice(top, fi) {
 			return nil, fmt.Errorf("%w: %q is on another filesystem than %q; every cache directory must be on one filesystem", ErrInvalidCache, dir, abs)
 		}
+	}
+	if err := c.recoverUnsynced(context.Background()); err != nil {
+		return nil, fmt.Errorf("opening host cache %q: after a crash of the machine: %w", abs, err)
 	}
 	c.cleanTmp(context.Background(), staleAfter)
 	return c, nil

@@ -13,19 +13,25 @@
 //	<root>/refs/<name>                 ref name -> manifest digest (written by the CLI)
 //	<root>/locks/                      flock files: layer-, tree-, hold-, admit-<hex>, gc
 //	<root>/tmp/                        work in progress; nothing here is ever read back
+//	<root>/unsynced/<boot>.<id>.json   what an install placed before its bytes were
+//	                                   surely on disk (unsynced.go)
 //
 // Everything under trees/ and layers/ appears by one atomic rename of a
-// directory that is complete, durable and read-only, so a crash (kill -9 at any
+// directory that is complete and read-only, so a crash (kill -9 at any
 // point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
-// them once their lock is free. An install unpacks its missing blobs in
+// them once their lock is free. Against a crash of the machine, a directory is
+// durable before its rename (one syncfs), or, where the kernel names its boot,
+// recorded: a later boot's Open removes what such records name before anything
+// is read, so an install need not wait for the disk (unsynced.go). An install unpacks its missing blobs in
 // parallel, largest first: it fetches up to twice as many at once as there are
 // cores (small blobs into memory, never written to tmp/) and unpacks one per
 // core, so that fetches go on while the cores unpack; it links each
 // tree into the layer root as soon as it is unpacked, and makes the new trees
-// and the layer durable with one syncfs before renaming them into place, trees
-// first (writeback starts in the background while it still unpacks, so that
-// this syncfs finds little left to write). Files are linked relative to
-// descriptors of their directories (one linkat each, no path walks).
+// and the layer safe to rename with one record of them (or one syncfs, with
+// writeback started in the background while it still unpacks, so that the
+// syncfs finds little left to write) before renaming them into place, trees
+// first. Files are linked relative to descriptors of their directories (one
+// linkat each, no path walks).
 //
 // Why a layer root is hardlinks, not a mount of its trees: a sandbox mounts
 // one directory per layer, as bwrap 0.8 (Debian 12) has no --overlay-src

@@ -35,6 +35,9 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 		return rep, fmt.Errorf("doctor: %w", err)
 	}
 	defer gl.release()
+	if err := c.retireUnsynced(ctx, 0); err != nil {
+		return rep, fmt.Errorf("doctor: %w", err)
+	}
 
 	trees, err := hexNames(filepath.Dir(c.treeDir("x")), "")
 	if err != nil {

@@ -203,6 +203,9 @@ func (c *Cache) GC(ctx context.Context, maxBytes int64, keep []digest.Digest) (G
 	}
 	defer gl.release()
 	c.cleanTmp(ctx, 0) // nothing is installing: every work directory is stale
+	if err := c.retireUnsynced(ctx, 0); err != nil {
+		return GCReport{}, fmt.Errorf("gc: %w", err)
+	}
 	layers, sizes, err := c.gcState(ctx, protected)
 	if err != nil {
 		return GCReport{}, fmt.Errorf("gc: %w", err)

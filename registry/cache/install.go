@@ -84,6 +84,10 @@ func (c *Cache) Install(ctx context.Context, md digest.Digest, manifest []byte, 
 		return "", err
 	}
 	defer gl.release()
+	// Before this install writes: a syncfs now flushes others' old writes, not its own.
+	if err := c.retireUnsynced(ctx, unsyncedAge); err != nil {
+		return "", err
+	}
 	ll, err := acquire(ctx, c.lockPath("layer", hex), lockMode{exclusive: true, wait: true, create: true})
 	if err != nil {
 		return "", err

@@ -62,7 +62,7 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 		}
 	}()
 	var busy []int
-	fl := c.startFlusher(ctx)
+	fl := c.startFlusher(ctx) // with c.lazy(), it never syncs
 	order := largestFirst(layers)
 	err = c.eachLayer(ctx, len(layers), func(ctx context.Context, k int) error {
 		i := order[k]
@@ -138,7 +138,7 @@ func (c *Cache) startFlusher(ctx context.Context) *flusher {
 	go func() {
 		defer close(f.done)
 		for range f.kicks {
-			if durable && ctx.Err() == nil {
+			if durable && !c.lazy() && ctx.Err() == nil {
 				fsx.SyncFS(ctx, c.tmpDir())
 			}
 		}
@@ -298,6 +298,15 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	return lb.add(ctx, i, tree, recs)
 }
 
+// makeDurable makes pending trees and the layer in tmp/ (its manifest digest in hex, or
+// "") safe to rename into view: one syncfs, or with c.lazy() a record of them.
+func (c *Cache) makeDurable(ctx context.Context, pending []*pendingTree, layer string) error {
+	if c.lazy() {
+		return c.recordUnsynced(ctx, pending, layer)
+	}
+	return syncFS(ctx, c.tmpDir()) // the trees' work directories too: one file system
+}
+
 // commitTrees makes pending trees durable with one syncfs, then renames each
 // into trees/sha256 (its file list first), fsyncs that directory, and frees
 // their locks. On error the trees not yet in place are discarded.
@@ -305,7 +314,7 @@ func (c *Cache) commitTrees(ctx context.Context, pending []*pendingTree, emit fu
 	if len(pending) == 0 {
 		return nil
 	}
-	if err := syncFS(ctx, c.tmpDir()); err != nil {
+	if err := c.makeDurable(ctx, pending, ""); err != nil {
 		for _, p := range pending {
 			p.discard()
 		}
@@ -329,7 +338,8 @@ func (c *Cache) placeTrees(ctx context.Context, pending []*pendingTree, emit fun
 		}
 		p.discard()
 	}
-	if serr := syncDir(ctx, filepath.Dir(c.treeDir("x"))); err == nil {
+	if c.lazy() { // recorded: a crash of the machine loses the renames, or they are removed
+	} else if serr := syncDir(ctx, filepath.Dir(c.treeDir("x"))); err == nil {
 		err = serr
 	}
 	for _, p := range placed {

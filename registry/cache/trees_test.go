@@ -3,11 +3,13 @@ package cache
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -30,65 +32,105 @@ func hookSteps(t *testing.T, f func(step string)) {
 	t.Cleanup(func() { testHook = old })
 }
 
-// TestInstallOneSyncFS: an install flushes its new trees and its layer with
-// one syncfs, and nothing of it is visible before that flush.
+// TestInstallOneSyncFS: an install makes its new trees and its layer safe to rename
+// into view once, and nothing of it is visible before: where the boot is known, with a
+// record of them (and no syncfs at all), else with one syncfs.
 func TestInstallOneSyncFS(t *testing.T) {
-	for _, inMemory := range []bool{true, false} {
-		name := map[bool]string{true: "blobs in memory", false: "blobs in files"}[inMemory]
-		t.Run(name, func(t *testing.T) {
-			if !inMemory {
-				old := maxMemBlobBytes
-				maxMemBlobBytes = 0
-				t.Cleanup(func() { maxMemBlobBytes = old })
-			}
-			ctx := context.Background()
-			c := openCache(t, WithParallelism(2))
-			s := newStore()
-			fx1 := s.add(artifact(t, "k1", wheelA, wheelB, wheelC))
-			other := wheel{"d-1.0-py3-none-any.whl", map[string]string{"site-packages/d.py": "D = 4\n"}}
-			fx2 := s.add(artifact(t, "k2", wheelB, other))
-			trees := filepath.Join(c.Root(), "trees", "sha256")
-			layers := filepath.Join(c.Root(), "layers", "sha256")
-			for _, tc := range []struct {
-				fx         fixture
-				treesSeen  int // tree entries (directory and list) visible at the flush: the earlier installs'
-				layersSeen int
-			}{{fx1, 0, 0}, {fx2, 6, 1}} {
-				syncs := 0
-				hookSteps(t, func(step string) {
-					if step != "syncfs" {
-						return
-					}
-					syncs++
-					if n := names(t, trees); len(n) != tc.treesSeen {
-						t.Errorf("at the syncfs, trees/ holds %v: want %d entries, none of this install", n, tc.treesSeen)
-					}
-					if n := names(t, layers); len(n) != tc.layersSeen {
-						t.Errorf("at the syncfs, layers/ holds %v", n)
-					}
-				})
-				root, err := c.Install(ctx, tc.fx.md, tc.fx.manifest, s.fetch, nil)
-				must(t, err)
-				if syncs != 1 {
-					t.Errorf("install of %s: %d syncfs calls, want 1", tc.fx.md, syncs)
+	for _, boot := range []string{"", "boot-a"} {
+		for _, inMemory := range []bool{true, false} {
+			name := map[bool]string{true: "blobs in memory", false: "blobs in files"}[inMemory]
+			name += map[bool]string{true: ", boot unknown: syncfs", false: ", boot known: a record"}[boot == ""]
+			t.Run(name, func(t *testing.T) {
+				withBoot(t, boot)
+				if !inMemory {
+					old := maxMemBlobBytes
+					maxMemBlobBytes = 0
+					t.Cleanup(func() { maxMemBlobBytes = old })
 				}
-				if got, ok := c.Layer(tc.fx.md); !ok || got != root {
-					t.Errorf("Layer = %q, %v; want %q", got, ok, root)
-				}
-			}
-			if n := names(t, filepath.Join(c.Root(), "tmp")); len(n) != 0 {
-				t.Errorf("tmp/ not empty: %v", n)
-			}
-			for _, fx := range []fixture{fx1, fx2} {
-				for _, l := range fx.layers {
-					if n := s.count(l.Digest); n != 1 {
-						t.Errorf("blob %s fetched %d times, want 1", l.Digest, n)
-					}
-				}
-			}
-			assertConsistent(t, c)
-		})
+				installOnce(t, boot != "")
+			})
+		}
 	}
+}
+
+func installOnce(t *testing.T, lazy bool) {
+	ctx := context.Background()
+	c := openCache(t, WithParallelism(2))
+	s := newStore()
+	fx1 := s.add(artifact(t, "k1", wheelA, wheelB, wheelC))
+	other := wheel{"d-1.0-py3-none-any.whl", map[string]string{"site-packages/d.py": "D = 4\n"}}
+	fx2 := s.add(artifact(t, "k2", wheelB, other))
+	trees := filepath.Join(c.Root(), "trees", "sha256")
+	layers := filepath.Join(c.Root(), "layers", "sha256")
+	want, unwanted := "syncfs", "recorded"
+	if lazy {
+		want, unwanted = unwanted, want
+	}
+	for _, tc := range []struct {
+		fx         fixture
+		treesSeen  int // tree entries (directory and list) visible then: the earlier installs'
+		layersSeen int
+		newTrees   int
+	}{{fx1, 0, 0, 3}, {fx2, 6, 1, 1}} {
+		seen, others := 0, 0
+		before := names(t, c.unsyncedDir())
+		hookSteps(t, func(step string) {
+			switch step {
+			case unwanted:
+				others++
+				return
+			case want:
+			default:
+				return
+			}
+			seen++
+			if n := names(t, trees); len(n) != tc.treesSeen {
+				t.Errorf("at the %s, trees/ holds %v: want %d entries, none of this install", want, n, tc.treesSeen)
+			}
+			if n := names(t, layers); len(n) != tc.layersSeen {
+				t.Errorf("at the %s, layers/ holds %v", want, n)
+			}
+		})
+		root, err := c.Install(ctx, tc.fx.md, tc.fx.manifest, s.fetch, nil)
+		must(t, err)
+		if seen != 1 || others != 0 {
+			t.Errorf("install of %s: %d %s and %d %s, want one %s and no %s", tc.fx.md, seen, want, others, unwanted, want, unwanted)
+		}
+		if got, ok := c.Layer(tc.fx.md); !ok || got != root {
+			t.Errorf("Layer = %q, %v; want %q", got, ok, root)
+		}
+		if lazy {
+			var added []string
+			for _, n := range names(t, c.unsyncedDir()) {
+				if !slices.Contains(before, n) {
+					added = append(added, n)
+				}
+			}
+			if len(added) != 1 {
+				t.Fatalf("the install added %v to unsynced/, want one record", added)
+			}
+			var rec unsyncedRecord
+			b, err := os.ReadFile(filepath.Join(c.unsyncedDir(), added[0]))
+			must(t, err)
+			must(t, json.Unmarshal(b, &rec))
+			if len(rec.Trees) != tc.newTrees || len(rec.Layers) != 1 || rec.Layers[0] != tc.fx.md.Encoded() || rec.Boot != "boot-a" {
+				t.Errorf("record %+v: want the %d new trees, layer %s and boot-a", rec, tc.newTrees, tc.fx.md.Encoded())
+			}
+		} else if n := names(t, c.unsyncedDir()); len(n) != 0 {
+			t.Errorf("unsynced/ holds %v without a known boot", n)
+		}
+	}
+	if n := names(t, filepath.Join(c.Root(), "tmp")); len(n) != 0 {
+		t.Errorf("tmp/ not empty: %v", n)
+	}
+	for _, fx := range []fixture{fx1, fx2} {
+		for _, l := range fx.layers {
+			if n := s.count(l.Digest); n != 1 {
+				t.Errorf("blob %s fetched %d times, want 1", l.Digest, n)
+			}
+		}
+	}
+	assertConsistent(t, c)
 }
 
 // TestInstallBusyTree: a tree whose lock another installer holds is not
