@@ -33,7 +33,8 @@ import (
 // again. A syncfs that starts after a record was written covers what it names, so
 // Install (for records over unsyncedAge old, whose bytes the kernel has most likely
 // written back: the syncfs finds little to do), GC and doctor retire records with one.
-// Elsewhere (no boot ID) every install syncs before it renames, as before.
+// Elsewhere (no boot ID) every install syncs before it renames, as before, and Open
+// takes any record it finds as an earlier boot's.
 
 // unsyncedAge is how old a record of this boot is before an install retires it with a
 // syncfs: past the kernel's default dirty_expire_centisecs (30 s) and one writeback
@@ -91,14 +92,15 @@ func (c *Cache) recordUnsynced(ctx context.Context, pending []*pendingTree, laye
 	return nil
 }
 
-// records lists the record files of unsynced/ by whether they are of this boot.
+// records lists the record files of unsynced/ by whether they are of this boot (none
+// are when the boot is unknown).
 func (c *Cache) records() (mine, others []fs.DirEntry, err error) {
 	ents, err := os.ReadDir(c.unsyncedDir())
 	if err != nil {
 		return nil, nil, err
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), c.boot+".") {
+		if c.boot != "" && strings.HasPrefix(e.Name(), c.boot+".") {
 			mine = append(mine, e)
 		} else {
 			others = append(others, e)
@@ -108,11 +110,9 @@ func (c *Cache) records() (mine, others []fs.DirEntry, err error) {
 }
 
 // recoverUnsynced removes, once per boot, what installs of earlier boots placed without
-// it reaching the disk for sure (see above). Open calls it before anything is read.
+// it reaching the disk for sure (see above). Open calls it before anything is read. A
+// process that cannot tell the boot takes every record as an earlier boot's.
 func (c *Cache) recoverUnsynced(ctx context.Context) error {
-	if c.boot == "" {
-		return nil
-	}
 	if _, others, err := c.records(); err != nil || len(others) == 0 {
 		return err
 	}

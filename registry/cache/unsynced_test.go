@@ -116,3 +116,24 @@ func TestUnsyncedRetire(t *testing.T) {
 		t.Errorf("after doctor unsynced/ holds %v", n)
 	}
 }
+
+// TestUnsyncedUnknownBoot: a process that cannot tell the boot takes every record as an
+// earlier boot's: what they name is removed, not trusted.
+func TestUnsyncedUnknownBoot(t *testing.T) {
+	ctx := context.Background()
+	withBoot(t, "boot-a")
+	c := openCache(t, WithParallelism(2))
+	s := newStore()
+	fx := s.add(artifact(t, "k1", wheelA))
+	_, err := c.Install(ctx, fx.md, fx.manifest, s.fetch, nil)
+	must(t, err)
+	withBoot(t, "")
+	c2, err := Open(c.Root())
+	must(t, err)
+	if _, ok := c2.Layer(fx.md); ok {
+		t.Errorf("a layer placed unsynced survived an Open that cannot tell the boot")
+	}
+	if n := names(t, c2.unsyncedDir()); len(n) != 0 {
+		t.Errorf("unsynced/ holds %v", n)
+	}
+}
