@@ -63,6 +63,36 @@ type Worker struct {
 
 	builds, binds atomic.Int64
 	leaseTries    atomic.Int64 // AcquireLease calls of awaitLease, for tests
+
+	run atomic.Pointer[running] // set while Run runs: the publishes it waits for
+}
+
+// running is one Run's: its context and the publishes ahead of builds it started.
+type running struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// goAhead runs fn under Run's context, which Run waits for before it returns; it does
+// nothing when Run is not running.
+func (w *Worker) goAhead(fn func(ctx context.Context)) bool {
+	rs := w.run.Load()
+	if rs == nil {
+		return false
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.closed {
+		return false
+	}
+	rs.wg.Add(1)
+	go func() {
+		defer rs.wg.Done()
+		fn(rs.ctx)
+	}()
+	return true
 }
 
 type flight struct {
@@ -136,6 +166,15 @@ func (w *Worker) Run(ctx context.Context, jobs int) error {
 		jobs = 1
 	}
 	w.slots = make(chan struct{}, jobs)
+	rs := &running{ctx: ctx}
+	w.run.Store(rs)
+	defer func() {
+		w.run.CompareAndSwap(rs, nil)
+		rs.mu.Lock()
+		rs.closed = true
+		rs.mu.Unlock()
+		rs.wg.Wait()
+	}()
 	var wg sync.WaitGroup
 	for i := range max(jobs, claimers) {
 		wg.Add(1)

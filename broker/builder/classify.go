@@ -207,9 +207,36 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 		req.LockKey, _ = l.Key()
 		if rerr == nil && req.LockKey != "" {
 			w.c.locks.Put(lockCacheKey(s.Base, req.LockKey, false), l) // the build of this request starts from it
+			if req.State == broker.StateApproved && up == nil {
+				w.publishAhead(s, l, req.LockKey)
+			}
 		}
 	}
 	return req, nil
+}
+
+// publishAhead starts publishing the layer of an auto-approved classification's lock l
+// (checked to fit s) in the background at once, while the request is stored and claimed:
+// the build that claims it joins this publish (publish shares one per tag, the layer's
+// lease one across replicas) or finds it done, and requests asked meanwhile are bound
+// without a build (BindNow). It keeps the verdict that l fits, as a build keeps it. Only
+// while Run runs, which waits for it.
+func (w *Worker) publishAhead(s broker.Session, l *lock.Lock, key string) {
+	tag, _, err := l.Tag()
+	if err != nil {
+		return
+	}
+	w.c.fitted.Put(s.Interpreter+"\x00"+lockCacheKey(s.Base, key, false), tag)
+	if _, ok := w.c.published.Get(tag); ok {
+		return
+	}
+	w.goAhead(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, classifyTimeout)
+		defer cancel()
+		if _, err := w.publish(ctx, tag, l); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("publishing an approved layer ahead of its build (the build tries again)", "tag", tag, "err", err)
+		}
+	})
 }
 
 func isBaseConflict(err error) bool {
