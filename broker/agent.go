@@ -218,10 +218,8 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 		s.internal(w, r, fmt.Errorf("classifying a request of session %s: %w", se.ID, err))
 		return
 	}
-	switch req.State {
-	case StateApproved, StatePending, StateRejected:
-	default:
-		s.internal(w, r, fmt.Errorf("classifier returned state %q, want approved, pending or rejected", req.State))
+	if err := checkClassified(req); err != nil {
+		s.internal(w, r, err)
 		return
 	}
 	now := s.o.Now().UTC()
@@ -251,6 +249,16 @@ func (s *Server) createRequest(w http.ResponseWriter, r *http.Request, t Token) 
 	}
 	w.Header().Set("Location", "/v1/requests/"+req.ID)
 	writeJSON(w, http.StatusCreated, publicRequest(req))
+}
+
+// checkClassified refuses what no Classifier may answer: a state other than approved,
+// pending or rejected.
+func checkClassified(req Request) error {
+	switch req.State {
+	case StateApproved, StatePending, StateRejected:
+		return nil
+	}
+	return fmt.Errorf("classifier returned state %q, want approved, pending or rejected", req.State)
 }
 
 // bindNow asks the builder, if it can tell, whether an approved request is bound at once.

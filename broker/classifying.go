@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/pylayer/pylayer/internal/bg"
 )
 
 // Asynchronous requests. A client that long-polls its request anyway sends
@@ -42,22 +44,13 @@ const (
 
 // background is the server's work that outlives the requests that start it.
 type background struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	slots  chan struct{}
-	mine   sync.Map // request ID -> struct{}: being classified here
+	*bg.Group
+	slots chan struct{}
+	mine  sync.Map // request ID -> struct{}: being classified here
 }
 
 func newBackground() *background {
-	ctx, cancel := context.WithCancel(context.Background())
-	return &background{ctx: ctx, cancel: cancel, slots: make(chan struct{}, maxClassifying)}
-}
-
-// stop cancels the background work and waits for it.
-func (b *background) stop() {
-	b.cancel()
-	b.wg.Wait()
+	return &background{Group: bg.New(context.Background(), false), slots: make(chan struct{}, maxClassifying)}
 }
 
 // prefersAsync reports whether the request's Prefer headers ask for respond-async.
@@ -100,25 +93,23 @@ func (s *Server) deferClassify(w http.ResponseWriter, r *http.Request, t Token, 
 // already or is closing. req is the request as just created and se its session, or nil
 // to read them.
 func (s *Server) classifyLater(id string, req *Request, se *Session) {
-	bg := s.bg
-	if bg.ctx.Err() != nil {
-		return // closing: the next server's sweep takes it up
-	}
-	if _, busy := bg.mine.LoadOrStore(id, struct{}{}); busy {
+	b := s.bg
+	if _, busy := b.mine.LoadOrStore(id, struct{}{}); busy {
 		return
 	}
-	bg.wg.Add(1)
-	go func() {
-		defer bg.wg.Done()
-		defer bg.mine.Delete(id)
+	started := b.Go(func(ctx context.Context) {
+		defer b.mine.Delete(id)
 		select {
-		case bg.slots <- struct{}{}:
-			defer func() { <-bg.slots }()
-		case <-bg.ctx.Done():
+		case b.slots <- struct{}{}:
+			defer func() { <-b.slots }()
+		case <-ctx.Done():
 			return
 		}
-		s.classifyBackground(bg.ctx, id, req, se)
-	}()
+		s.classifyBackground(ctx, id, req, se)
+	})
+	if !started { // closing: the next server's sweep takes it up
+		b.mine.Delete(id)
+	}
 }
 
 // classifyBackground classifies request id until its outcome is stored, another replica
@@ -182,10 +173,8 @@ func (s *Server) classifyOnce(ctx context.Context, id string, created *Request, 
 	if err != nil {
 		return false, err
 	}
-	switch c.State {
-	case StateApproved, StatePending, StateRejected:
-	default:
-		return false, fmt.Errorf("the classifier returned state %q, want approved, pending or rejected", c.State)
+	if err := checkClassified(c); err != nil {
+		return false, err
 	}
 	c.ID, c.SessionID, c.Specs, c.Created, c.Upload, c.Approver = req.ID, req.SessionID, req.Specs, req.Created, "", ""
 	classified := AuditEvent{Time: s.o.Now().UTC(), Actor: "broker", Action: "request.classify", SessionID: req.SessionID,

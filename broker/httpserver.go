@@ -126,7 +126,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // server when it returns; a server used only as an http.Handler should be closed when
 // done. A request left classifying is classified by the next server's sweep.
 func (s *Server) Close() {
-	s.bg.stop()
+	s.bg.Close(true)
 }
 
 // maxRefusing bounds the connections being answered 503 at once; past it they are closed

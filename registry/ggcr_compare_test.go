@@ -153,13 +153,20 @@ func ggcrPull(ctx context.Context, p *remote.Puller, ref name.Tag) (int64, error
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+	return drainBlobs(m, func(b v1.Descriptor) (io.ReadCloser, error) {
 		l, err := p.Layer(ctx, ref.Context().Digest(string(b.Digest)))
 		if err != nil {
-			return n, err
+			return nil, err
 		}
-		rc, err := l.Compressed()
+		return l.Compressed()
+	})
+}
+
+// drainBlobs reads the config and every layer of m through open, and counts the bytes.
+func drainBlobs(m *v1.Manifest, open func(v1.Descriptor) (io.ReadCloser, error)) (int64, error) {
+	var n int64
+	for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
+		rc, err := open(b)
 		if err != nil {
 			return n, err
 		}
@@ -191,20 +198,7 @@ func oursPull(ctx context.Context, s *server, ct http.RoundTripper, path string)
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, b := range append([]v1.Descriptor{m.Config}, m.Layers...) {
-		rc, err := r.Blob(ctx, b)
-		if err != nil {
-			return n, err
-		}
-		k, err := io.Copy(io.Discard, rc)
-		rc.Close()
-		n += k
-		if err != nil {
-			return n, err
-		}
-	}
-	return n, nil
+	return drainBlobs(m, func(b v1.Descriptor) (io.ReadCloser, error) { return r.Blob(ctx, b) })
 }
 
 func oursPush(ctx context.Context, s *server, ct http.RoundTripper, path string, a oci.Artifact) error {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/catalog"
+	"github.com/pylayer/pylayer/internal/bg"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
@@ -64,35 +65,14 @@ type Worker struct {
 	builds, binds atomic.Int64
 	leaseTries    atomic.Int64 // AcquireLease calls of awaitLease, for tests
 
-	run atomic.Pointer[running] // set while Run runs: the publishes it waits for
-}
-
-// running is one Run's: its context and the publishes ahead of builds it started.
-type running struct {
-	ctx    context.Context
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	ahead atomic.Pointer[bg.Group] // set while Run runs: the publishes ahead it waits for
 }
 
 // goAhead runs fn under Run's context, which Run waits for before it returns; it does
 // nothing when Run is not running.
 func (w *Worker) goAhead(fn func(ctx context.Context)) bool {
-	rs := w.run.Load()
-	if rs == nil {
-		return false
-	}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	if rs.closed {
-		return false
-	}
-	rs.wg.Add(1)
-	go func() {
-		defer rs.wg.Done()
-		fn(rs.ctx)
-	}()
-	return true
+	g := w.ahead.Load()
+	return g != nil && g.Go(fn)
 }
 
 type flight struct {
@@ -166,14 +146,11 @@ func (w *Worker) Run(ctx context.Context, jobs int) error {
 		jobs = 1
 	}
 	w.slots = make(chan struct{}, jobs)
-	rs := &running{ctx: ctx}
-	w.run.Store(rs)
+	g := bg.New(ctx, false)
+	w.ahead.Store(g)
 	defer func() {
-		w.run.CompareAndSwap(rs, nil)
-		rs.mu.Lock()
-		rs.closed = true
-		rs.mu.Unlock()
-		rs.wg.Wait()
+		w.ahead.CompareAndSwap(g, nil)
+		g.Close(true)
 	}()
 	var wg sync.WaitGroup
 	for i := range max(jobs, claimers) {
@@ -379,7 +356,7 @@ func (w *Worker) build(ctx context.Context, r broker.Request) (v1.Descriptor, *l
 	}
 	// Whether it fits the session (which may have moved since it was classified) and its
 	// tag: the same answer for every request of this lock on this interpreter and base.
-	fk := s.Interpreter + "\x00" + ck
+	fk := fittedKey(s, ck)
 	tag, ok := w.c.fitted.Get(fk)
 	if !ok || r.LockKey == "" {
 		if err := w.fits(ctx, s, base, l); err != nil {

@@ -56,6 +56,10 @@ func lockCacheKey(base, key string, isolated bool) string {
 	return kind + "\x00" + base + "\x00" + key
 }
 
+// fittedKey names the verdict that the lock under lockCacheKey ck fits s's interpreter
+// (and base, which ck names): the key of workerCaches.fitted.
+func fittedKey(s broker.Session, ck string) string { return s.Interpreter + "\x00" + ck }
+
 // sessionBase is s's base lock, parsed once per content.
 func (w *Worker) sessionBase(s broker.Session) (*lock.Lock, error) {
 	sum := sha256.Sum256(s.BaseLock)
@@ -86,7 +90,7 @@ func (w *Worker) BindNow(s broker.Session, r broker.Request) (broker.Binding, br
 	if !ok {
 		return broker.Binding{}, broker.AuditEvent{}, false
 	}
-	tag, ok := w.c.fitted.Get(s.Interpreter + "\x00" + ck)
+	tag, ok := w.c.fitted.Get(fittedKey(s, ck))
 	if !ok {
 		return broker.Binding{}, broker.AuditEvent{}, false
 	}

@@ -226,7 +226,7 @@ func (w *Worker) publishAhead(s broker.Session, l *lock.Lock, key string) {
 	if err != nil {
 		return
 	}
-	w.c.fitted.Put(s.Interpreter+"\x00"+lockCacheKey(s.Base, key, false), tag)
+	w.c.fitted.Put(fittedKey(s, lockCacheKey(s.Base, key, false)), tag)
 	if _, ok := w.c.published.Get(tag); ok {
 		return
 	}

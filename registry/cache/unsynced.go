@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // Durability across a crash of the machine (a power cut, a kernel panic), as against a
@@ -165,32 +163,25 @@ func (c *Cache) recoverUnsynced(ctx context.Context) error {
 	return syncDir(ctx, c.unsyncedDir())
 }
 
-// removeLinkingLayers removes every layer whose manifest names a blob in trees.
+// removeLinkingLayers removes every layer whose manifest names a blob in trees, and
+// every layer whose manifest cannot be read (it may be one; it is pulled again if needed).
 func (c *Cache) removeLinkingLayers(trees map[string]bool) error {
 	if len(trees) == 0 {
 		return nil
 	}
-	dir := filepath.Dir(c.layerDir("x"))
-	ents, err := os.ReadDir(dir)
+	hexes, err := hexNames(filepath.Dir(c.layerDir("x")), "")
 	if err != nil {
 		return err
 	}
-	for _, e := range ents {
-		if !isHex64(e.Name()) {
-			continue
-		}
-		b, err := readCapped(filepath.Join(dir, e.Name(), metaDir, metaManifest), 4<<20)
-		var m v1.Manifest
-		if err == nil {
-			err = json.Unmarshal(b, &m)
-		}
-		links := err != nil // unreadable: it may be one; it is pulled again if needed
-		for _, l := range m.Layers {
-			links = links || trees[l.Digest.Encoded()]
+	for _, hex := range hexes {
+		m, err := c.readLayer(hex)
+		links := err != nil
+		for i := 0; m != nil && i < len(m.Layers); i++ {
+			links = links || trees[m.Layers[i].Digest.Encoded()]
 		}
 		if links {
-			if err := forceRemoveAll(filepath.Join(dir, e.Name())); err != nil && !missing(err) {
-				return fmt.Errorf("removing layer %s, which links into a tree a crash may have left half-written: %w", e.Name(), err)
+			if err := forceRemoveAll(c.layerDir(hex)); err != nil && !missing(err) {
+				return fmt.Errorf("removing layer %s, which links into a tree a crash may have left half-written: %w", hex, err)
 			}
 		}
 	}
