@@ -3,8 +3,6 @@ package untar
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -67,6 +65,10 @@ type Options struct {
 	Under string
 	// Reserved are top-level names no entry may use (the cache's ".pylayer").
 	Reserved []string
+	// Hash, when set, makes the hash of every file's content, which Entry.Sum
+	// holds; nil hashes nothing. The content is hashed as it is written, with no
+	// second read.
+	Hash func() hash.Hash
 	// ReadOnly gives files mode 0444 or 0555 instead of 0644 or 0755.
 	// Directories are always made 0755, so that the caller can still move the
 	// tree; making them read-only is its job once it is done.
@@ -83,20 +85,20 @@ const (
 )
 
 // Entry is one path Extract made, relative to the root, slash-separated. A hard
-// link is recorded as the File it links to (same mode, size and sha256).
+// link is recorded as the File it links to (same mode, size and sum).
 type Entry struct {
-	Path   string
-	Kind   Kind
-	Mode   fs.FileMode // of a File: 0644/0755, or 0444/0555 with ReadOnly
-	Size   int64       // of a File
-	SHA256 string      // of a File, hex
-	Link   string      // of a Symlink, its target
+	Path string
+	Kind Kind
+	Mode fs.FileMode // of a File: 0644/0755, or 0444/0555 with ReadOnly
+	Size int64       // of a File
+	Sum  []byte      // of a File, its content's Options.Hash (nil without one)
+	Link string      // of a Symlink, its target
 }
 
 // Extract reads a tar (gzip'd with o.Gzip) from r and unpacks it under dst,
 // which it creates and must not exist, refusing everything the package doc
 // lists (ErrUnsafe, ErrTooLarge). It returns what it made, sorted by path, with
-// the sha256 of every file. Files are not fsynced: callers flush the whole tree
+// the hash of every file when o.Hash is set. Files are not fsynced: callers flush the whole tree
 // once (fsx.SyncFS). On error dst is removed.
 func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries []Entry, err error) {
 	if err := os.Mkdir(dst, 0o755); err != nil {
@@ -113,7 +115,10 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 	}
 	defer t.close() // before the RemoveAll above
 	x := &extractor{tree: t, o: o, made: map[string]Kind{}, named: map[string]bool{}, files: map[string]int{},
-		buf: make([]byte, copyBuffer), h: sha256.New()}
+		buf: make([]byte, copyBuffer)}
+	if o.Hash != nil {
+		x.h = o.Hash()
+	}
 	if x.o.What == "" {
 		x.o.What = "archive"
 	}
@@ -183,7 +188,7 @@ const copyBuffer = 256 << 10
 type extractor struct {
 	tree  tree
 	buf   []byte    // file content passes through it
-	h     hash.Hash // sha256, reset for every file
+	h     hash.Hash // Options.Hash's, reset for every file; nil without one
 	o     Options
 	made  map[string]Kind // every path made, named by an entry or implied
 	named map[string]bool // paths named by an entry
@@ -450,7 +455,11 @@ func (x *extractor) file(hdr *tar.Header, tr io.Reader, name string) error {
 	}
 	x.made[name] = File
 	x.files[name] = len(x.out)
-	x.out = append(x.out, Entry{Path: name, Kind: File, Mode: mode, Size: n, SHA256: hex.EncodeToString(x.h.Sum(nil))})
+	e := Entry{Path: name, Kind: File, Mode: mode, Size: n}
+	if x.h != nil {
+		e.Sum = x.h.Sum(nil)
+	}
+	x.out = append(x.out, e)
 	return nil
 }
 
@@ -460,15 +469,19 @@ type writeError struct{ err error }
 func (e *writeError) Error() string { return e.err.Error() }
 
 // copy writes up to max bytes of r to f through x.buf, hashing them into x.h
-// (reset first), and returns how many it read.
+// (reset first) if there is one, and returns how many it read.
 func (x *extractor) copy(f io.Writer, r io.Reader, max int64) (int64, error) {
-	x.h.Reset()
+	if x.h != nil {
+		x.h.Reset()
+	}
 	var n int64
 	for n < max {
 		b := x.buf[:min(int64(len(x.buf)), max-n)]
 		k, err := r.Read(b)
 		if k > 0 {
-			x.h.Write(b[:k])
+			if x.h != nil {
+				x.h.Write(b[:k])
+			}
 			if _, werr := f.Write(b[:k]); werr != nil {
 				return n, &writeError{werr}
 			}

@@ -6,7 +6,6 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -82,7 +81,7 @@ func gz(t testing.TB, b []byte) []byte {
 	return buf.Bytes()
 }
 
-func sum(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
+func sum(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
 
 func lim() Limits { return DefaultLimits() }
 
@@ -91,7 +90,7 @@ func TestExtract(t *testing.T) {
 		t.Run(fmt.Sprintf("ReadOnly=%v", ro), func(t *testing.T) {
 			dst := filepath.Join(t.TempDir(), "root")
 			raw := rawTar(t, reg("a/b/c", "x"), dir("a/"), exe("a/run", "#!"), dir("e/"), reg("long/"+strings.Repeat("n", 150), "pax path"), reg("ü/ß", "utf-8"))
-			got, err := Extract(context.Background(), bytes.NewReader(gz(t, raw)), dst, Options{Limits: lim(), Gzip: true, ReadOnly: ro})
+			got, err := Extract(context.Background(), bytes.NewReader(gz(t, raw)), dst, Options{Limits: lim(), Gzip: true, ReadOnly: ro, Hash: sha256.New})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -102,13 +101,13 @@ func TestExtract(t *testing.T) {
 			want := []Entry{
 				{Path: "a", Kind: Dir, Mode: fs.ModeDir | 0o755},
 				{Path: "a/b", Kind: Dir, Mode: fs.ModeDir | 0o755},
-				{Path: "a/b/c", Kind: File, Mode: file, Size: 1, SHA256: sum("x")},
-				{Path: "a/run", Kind: File, Mode: exec, Size: 2, SHA256: sum("#!")},
+				{Path: "a/b/c", Kind: File, Mode: file, Size: 1, Sum: sum("x")},
+				{Path: "a/run", Kind: File, Mode: exec, Size: 2, Sum: sum("#!")},
 				{Path: "e", Kind: Dir, Mode: fs.ModeDir | 0o755},
 				{Path: "long", Kind: Dir, Mode: fs.ModeDir | 0o755},
-				{Path: "long/" + strings.Repeat("n", 150), Kind: File, Mode: file, Size: 8, SHA256: sum("pax path")},
+				{Path: "long/" + strings.Repeat("n", 150), Kind: File, Mode: file, Size: 8, Sum: sum("pax path")},
 				{Path: "ü", Kind: Dir, Mode: fs.ModeDir | 0o755},
-				{Path: "ü/ß", Kind: File, Mode: file, Size: 5, SHA256: sum("utf-8")},
+				{Path: "ü/ß", Kind: File, Mode: file, Size: 5, Sum: sum("utf-8")},
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("entries\n got %v\nwant %v", got, want)
@@ -121,8 +120,20 @@ func TestExtract(t *testing.T) {
 			}
 			// The same tar, not gzip'd.
 			dst2 := filepath.Join(t.TempDir(), "root")
-			if got2, err := Extract(context.Background(), bytes.NewReader(raw), dst2, Options{Limits: lim(), ReadOnly: ro}); err != nil || fmt.Sprint(got2) != fmt.Sprint(want) {
+			if got2, err := Extract(context.Background(), bytes.NewReader(raw), dst2, Options{Limits: lim(), ReadOnly: ro, Hash: sha256.New}); err != nil || fmt.Sprint(got2) != fmt.Sprint(want) {
 				t.Errorf("plain tar: %v, %v", got2, err)
+			}
+			// Without a Hash, the same entries with no sums.
+			dst3 := filepath.Join(t.TempDir(), "root")
+			got3, err := Extract(context.Background(), bytes.NewReader(raw), dst3, Options{Limits: lim(), ReadOnly: ro})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				want[i].Sum = nil
+			}
+			if fmt.Sprint(got3) != fmt.Sprint(want) {
+				t.Errorf("without a hash\n got %v\nwant %v", got3, want)
 			}
 		})
 	}
@@ -137,7 +148,7 @@ func TestExtractOptions(t *testing.T) {
 		want []string // paths and link targets, "path@target"
 	}{
 		{"symlinks", rawTar(t, dir("bin/"), exe("bin/python3.11", "ELF"), sym("bin/python3", "python3.11"), sym("lib", "bin")), Options{Symlinks: true}, []string{"bin", "bin/python3@python3.11", "bin/python3.11", "lib@bin"}},
-		{"hardlinks", rawTar(t, reg("a", "1"), hard("b", "a")), Options{Hardlinks: true}, []string{"a", "b"}},
+		{"hardlinks", rawTar(t, reg("a", "1"), hard("b", "a")), Options{Hardlinks: true, Hash: sha256.New}, []string{"a", "b"}},
 		{"global header", rawTar(t, global("comment", "made by a tool"), reg("a", "1")), Options{GlobalHeaders: true}, []string{"a"}},
 		{"under", rawTar(t, dir("python/"), dir("python/bin/"), reg("python/bin/x", "1")), Options{Under: "python"}, []string{"bin", "bin/x"}},
 	} {
@@ -163,7 +174,7 @@ func TestExtractOptions(t *testing.T) {
 			if tc.name == "hardlinks" {
 				a, _ := os.Stat(filepath.Join(dst, "a"))
 				b, _ := os.Stat(filepath.Join(dst, "b"))
-				if !os.SameFile(a, b) || got[1].SHA256 != got[0].SHA256 || got[1].Kind != File {
+				if !os.SameFile(a, b) || !bytes.Equal(got[1].Sum, sum("1")) || !bytes.Equal(got[0].Sum, sum("1")) || got[1].Kind != File {
 					t.Errorf("b is not a hard link of a: %+v", got)
 				}
 			}

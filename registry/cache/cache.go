@@ -157,8 +157,11 @@ func checkDigest(d digest.Digest) error {
 	return nil
 }
 
-func isHex64(s string) bool {
-	if len(s) != 64 {
+func isHex64(s string) bool { return isHex(s, 64) }
+
+// isHex reports whether s is n lowercase hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -23,7 +23,7 @@ type DoctorReport struct {
 const maxProblems = 5
 
 // Doctor checks every tree against the file list written when it was unpacked
-// (paths, modes, sizes, sha256 of every file) and every layer root against
+// (paths, modes, sizes, the content hash of every file) and every layer root against
 // its trees (the same inodes, nothing missing, nothing extra, its metadata
 // matching its digest). With repair it removes damaged trees and the layers
 // that use them, and damaged layers, so that the next pull fetches them again;

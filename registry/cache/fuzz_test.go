@@ -80,9 +80,10 @@ func FuzzParseFiles(f *testing.F) {
 	blob := digest.FromString("blob")
 	good, _ := marshalFiles(blob, []record{
 		{Path: "a", Dir: true, Mode: modeDir},
-		{Path: "a/b", Mode: modeFile, Size: 1, SHA256: digest.FromString("x").Encoded()},
+		{Path: "a/b", Mode: modeFile, Size: 1, XXH3: digest.FromString("x").Encoded()[:32]},
 	})
 	f.Add(good)
+	f.Add([]byte(`{"version":1,"blob":"` + string(blob) + `","entries":[{"path":"a","mode":292,"size":1,"sha256":"` + digest.FromString("x").Encoded() + `"}]}`))
 	f.Add([]byte(`{"version":1,"blob":"` + string(blob) + `","entries":[{"path":"../x","mode":292}]}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -62,7 +63,7 @@ func checkName(name string) error {
 // it creates and must not exist, with untar's rules: regular files and
 // directories only, and when links is set (interpreter artifacts only) symlinks
 // that stay inside the tree. It returns the tree's records, sorted by path, with
-// the sha256 of every file. Files get their final read-only modes; directories
+// the content hash of every file (newContentHash). Files get their final read-only modes; directories
 // keep 0755 (seal makes them read-only). On error dst is removed.
 func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim Limits, links bool) ([]record, error) {
 	entries, err := untar.Extract(ctx, r, dst, untar.Options{
@@ -72,6 +73,7 @@ func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim L
 		Symlinks: links,
 		Reserved: []string{metaDir},
 		ReadOnly: true,
+		Hash:     newContentHash,
 	})
 	if err != nil {
 		return nil, err
@@ -84,7 +86,7 @@ func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim L
 		case untar.Symlink:
 			recs[i] = record{Path: e.Path, Mode: modeLink, Link: e.Link}
 		default:
-			recs[i] = record{Path: e.Path, Mode: uint32(e.Mode.Perm()), Size: e.Size, SHA256: e.SHA256}
+			recs[i] = record{Path: e.Path, Mode: uint32(e.Mode.Perm()), Size: e.Size, XXH3: hex.EncodeToString(e.Sum)}
 		}
 	}
 	return recs, nil
