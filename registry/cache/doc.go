@@ -4,7 +4,7 @@
 // of each wheel.
 //
 //	<root>/trees/sha256/<blob>/        one unpacked layer blob, read-only
-//	<root>/trees/sha256/<blob>.files   what the tree must contain (path, mode, size, xxh3)
+//	<root>/trees/sha256/<blob>.files   what the tree must contain (path, mode, size, xxh64)
 //	<root>/layers/sha256/<manifest>/   a layer root: hardlinks into trees, plus
 //	                                   .pylayer/manifest.json and .pylayer/lock.json
 //	<root>/admissions/sha256/<manifest>.json

@@ -4,16 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cespare/xxhash/v2"
 	digest "github.com/opencontainers/go-digest"
-	"github.com/zeebo/xxh3"
 )
 
-// TestFilesVersions: an install lists every file with the XXH3-128 of its
+// TestFilesVersions: an install lists every file with the XXH64 of its
 // content (version 2), as the one-shot reference function computes it; a
 // version 1 list (sha256, written by earlier releases) still parses, and doctor
 // checks its trees with sha256; a change of content that keeps the size is
@@ -43,9 +44,9 @@ func TestFilesVersions(t *testing.T) {
 		files++
 		content, err := os.ReadFile(filepath.Join(tree, r.Path))
 		must(t, err)
-		want := xxh3.Hash128(content).Bytes()
-		if r.XXH3 != hex.EncodeToString(want[:]) || r.SHA256 != "" || r.Size != int64(len(content)) {
-			t.Errorf("%s: recorded xxh3 %q sha256 %q size %d; want xxh3 %x of %d bytes", r.Path, r.XXH3, r.SHA256, r.Size, want, len(content))
+		want := fmt.Sprintf("%016x", xxhash.Sum64(content))
+		if r.XXH64 != want || r.SHA256 != "" || r.Size != int64(len(content)) {
+			t.Errorf("%s: recorded xxh64 %q sha256 %q size %d; want xxh64 %s of %d bytes", r.Path, r.XXH64, r.SHA256, r.Size, want, len(content))
 		}
 	}
 	if files != len(wheelA.files) {
@@ -59,7 +60,7 @@ func TestFilesVersions(t *testing.T) {
 			content, err := os.ReadFile(filepath.Join(tree, r.Path))
 			must(t, err)
 			sum := sha256.Sum256(content)
-			v1[i].XXH3, v1[i].SHA256 = "", hex.EncodeToString(sum[:])
+			v1[i].XXH64, v1[i].SHA256 = "", hex.EncodeToString(sum[:])
 		}
 	}
 	list := jsonMarshal(t, filesManifest{Version: 1, Blob: string(fx.layers[0].Digest), Entries: ptrs(v1)})
@@ -96,15 +97,15 @@ func TestFilesVersions(t *testing.T) {
 	replaceList(b) // version 2 again
 	rep, err = c.Doctor(ctx, false)
 	must(t, err)
-	if got := strings.Join(rep.Bad, "\n"); !strings.Contains(got, "site-packages/a/__init__.py: content changed") || !strings.Contains(got, "xxh3") {
-		t.Errorf("version 2: the changed file is not reported by its xxh3: %q", rep.Bad)
+	if got := strings.Join(rep.Bad, "\n"); !strings.Contains(got, "site-packages/a/__init__.py: content changed") || !strings.Contains(got, "xxh64") {
+		t.Errorf("version 2: the changed file is not reported by its xxh64: %q", rep.Bad)
 	}
 }
 
 // TestParseFilesHashes: each version takes its own hash only.
 func TestParseFilesHashes(t *testing.T) {
 	blob := digest.FromString("blob")
-	x := strings.Repeat("ab", 16)
+	x := strings.Repeat("ab", 8)
 	sha := strings.Repeat("cd", 32)
 	for _, tc := range []struct {
 		name    string
@@ -112,15 +113,15 @@ func TestParseFilesHashes(t *testing.T) {
 		file    record
 		ok      bool
 	}{
-		{"v2 xxh3", 2, record{XXH3: x}, true},
+		{"v2 xxh64", 2, record{XXH64: x}, true},
 		{"v1 sha256", 1, record{SHA256: sha}, true},
 		{"v2 sha256", 2, record{SHA256: sha}, false},
-		{"v1 xxh3", 1, record{XXH3: x}, false},
-		{"v2 both", 2, record{XXH3: x, SHA256: sha}, false},
+		{"v1 xxh64", 1, record{XXH64: x}, false},
+		{"v2 both", 2, record{XXH64: x, SHA256: sha}, false},
 		{"v2 none", 2, record{}, false},
-		{"v2 short", 2, record{XXH3: x[:30]}, false},
-		{"v2 upper case", 2, record{XXH3: strings.ToUpper(x)}, false},
-		{"v3", 3, record{XXH3: x}, false},
+		{"v2 short", 2, record{XXH64: x[:14]}, false},
+		{"v2 upper case", 2, record{XXH64: strings.ToUpper(x)}, false},
+		{"v3", 3, record{XXH64: x}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := tc.file
@@ -132,7 +133,7 @@ func TestParseFilesHashes(t *testing.T) {
 		})
 	}
 	// A directory or a symlink has no hash under either name.
-	for _, r := range []record{{Path: "d", Dir: true, Mode: modeDir, XXH3: x}, {Path: "l", Mode: modeLink, Link: "x", XXH3: x}} {
+	for _, r := range []record{{Path: "d", Dir: true, Mode: modeDir, XXH64: x}, {Path: "l", Mode: modeLink, Link: "x", XXH64: x}} {
 		r := r
 		if _, err := parseFiles(jsonMarshal(t, filesManifest{Version: 2, Blob: string(blob), Entries: []*record{&r}}), blob); err == nil {
 			t.Errorf("%s with a hash was accepted", r.Path)

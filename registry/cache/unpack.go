@@ -86,7 +86,7 @@ func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim L
 		case untar.Symlink:
 			recs[i] = record{Path: e.Path, Mode: modeLink, Link: e.Link}
 		default:
-			recs[i] = record{Path: e.Path, Mode: uint32(e.Mode.Perm()), Size: e.Size, XXH3: hex.EncodeToString(e.Sum)}
+			recs[i] = record{Path: e.Path, Mode: uint32(e.Mode.Perm()), Size: e.Size, XXH64: hex.EncodeToString(e.Sum)}
 		}
 	}
 	return recs, nil
