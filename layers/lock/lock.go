@@ -79,9 +79,19 @@ type Lock struct {
 // ErrInvalid is wrapped by every error about a lock's content.
 var ErrInvalid = errors.New("invalid lock")
 
-var (
-	hexSHA256 = lazyre.New(`^[0-9a-f]{64}$`)
-)
+// isHexSHA256 reports whether s is a sha256 in lowercase hex, without a regular
+// expression to compile on every command that validates a lock.
+func isHexSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
@@ -132,7 +142,7 @@ func (l *Lock) Validate() error {
 	if _, err := ParseKind(string(l.Kind)); err != nil {
 		return invalid("%v", err)
 	}
-	if l.Kind == KindExt && !hexSHA256().MatchString(l.Base) {
+	if l.Kind == KindExt && !isHexSHA256(l.Base) {
 		return invalid("an ext lock needs the key of its base (64 hex digits), got %q", l.Base)
 	}
 	if l.Kind != KindExt && l.Base != "" {
@@ -178,7 +188,7 @@ func (l *Lock) Validate() error {
 		if fv, err := pep440.Parse(fn.Version); err != nil || !fv.Equal(v) {
 			return invalid("%s: wheel %s is not version %s", where, p.Filename, p.Version)
 		}
-		if !hexSHA256().MatchString(p.SHA256) {
+		if !isHexSHA256(p.SHA256) {
 			return invalid("%s: sha256 must be 64 lowercase hex digits", where)
 		}
 		if p.Size <= 0 {
@@ -209,11 +219,16 @@ func (l *Lock) Canonical() ([]byte, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
+	return c.encode()
+}
+
+// encode writes l as Canonical does, as it is.
+func (l *Lock) encode() ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	if err := enc.Encode(&c); err != nil {
+	if err := enc.Encode(l); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil
@@ -225,15 +240,18 @@ func (l *Lock) Canonical() ([]byte, error) {
 // them, and the key is computed over exactly these bytes. A lock read back from Content
 // parses and has the same key.
 func (l *Lock) Content() ([]byte, error) {
-	if _, err := l.Canonical(); err != nil { // the URLs too must be valid
-		return nil, err
-	}
 	c := *l
 	c.Packages = append([]Package(nil), l.Packages...)
+	c.Normalize()
+	if err := c.Validate(); err != nil { // the URLs too must be valid
+		return nil, err
+	}
+	// Validated once, with the URLs: dropping them leaves a valid lock (an empty URL is
+	// valid), already normalized.
 	for i := range c.Packages {
 		c.Packages[i].URL = ""
 	}
-	return c.Canonical()
+	return c.encode()
 }
 
 // Key is the sha256 (hex) of Content: index URLs are provenance, outside the key; the

@@ -1,16 +1,19 @@
 package pep440
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
 
 func FuzzParseVersion(f *testing.F) {
-	for _, s := range []string{"1.0", "v1!2.0rc1.post2.dev3+abc.01", "1.0-1", " 1.0a ", "1.0+ubuntu-1", "1.0.*", "1..0", ""} {
+	for _, s := range []string{"1.0", "v1!2.0rc1.post2.dev3+abc.01", "1.0-1", " 1.0a ", "1.0+ubuntu-1", "1.0.*", "1..0", "", "2.31", "007.0", "1.99999999999999999999", ".1", "1."} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		v, err := Parse(s)
+		checkReleasePath(t, s)
 		if err != nil {
 			return
 		}
@@ -56,4 +59,33 @@ func FuzzParseSpecifierSet(f *testing.F) {
 			_ = set.Filter([]Version{v}, nil)
 		}
 	})
+}
+
+// checkReleasePath: where Parse takes its path for bare releases, it gives what
+// versionRE gives, errors included.
+func checkReleasePath(t *testing.T, s string) {
+	t.Helper()
+	trimmed := TrimSpace(s)
+	if !isASCII(trimmed) || !isRelease(trimmed) {
+		return
+	}
+	v, err := parseRelease(s, trimmed)
+	w, werr := parseRE(s, trimmed)
+	if fmt.Sprint(err) != fmt.Sprint(werr) || !reflect.DeepEqual(v, w) {
+		t.Fatalf("%q: the release path gives %#v, %v; versionRE gives %#v, %v", s, v, err, w, werr)
+	}
+}
+
+func TestReleasePath(t *testing.T) {
+	for _, s := range []string{"0", "1", "1.0", " 2.31.0 ", "007.010", "1.2.3.4.5.6", "99999999999999999999.1", "1.99999999999999999999"} {
+		if !isRelease(TrimSpace(s)) {
+			t.Errorf("%q does not take the release path", s)
+		}
+		checkReleasePath(t, s)
+	}
+	for _, s := range []string{"", ".", "1.", ".1", "1..2", "v1", "1.0a1", "1.0.post1", "1.0+local", "1!2", "1.*", "1 .0"} {
+		if isRelease(TrimSpace(s)) {
+			t.Errorf("%q takes the release path", s)
+		}
+	}
 }

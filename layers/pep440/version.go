@@ -66,6 +66,47 @@ func Parse(s string) (Version, error) {
 	if !isASCII(t) {
 		return Version{}, fmt.Errorf("parsing version %q: %w: only ASCII is allowed", s, ErrInvalidVersion)
 	}
+	if isRelease(t) {
+		return parseRelease(s, t)
+	}
+	return parseRE(s, t)
+}
+
+// isRelease reports whether t is a bare release, N(.N)*, as a lock's versions mostly
+// are: Parse reads those without versionRE, whose compiling and first match cost about
+// 0.2 ms of every command that validates a lock (a session's start among them).
+func isRelease(t string) bool {
+	if t == "" || t[0] == '.' || t[len(t)-1] == '.' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c == '.' {
+			if t[i-1] == '.' {
+				return false
+			}
+		} else if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseRelease is Parse of a bare release t (isRelease), trimmed from s: the Version
+// versionRE's match would give.
+func parseRelease(s, t string) (Version, error) {
+	v := Version{post: -1, dev: -1, release: make([]int, 0, strings.Count(t, ".")+1)}
+	for _, p := range strings.Split(t, ".") {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return Version{}, fmt.Errorf("parsing version %q: %w: number %s is too large", s, ErrInvalidVersion, p)
+		}
+		v.release = append(v.release, n)
+	}
+	return v, nil
+}
+
+// parseRE is Parse of t, trimmed from s, by versionRE.
+func parseRE(s, t string) (Version, error) {
 	m := versionRE().FindStringSubmatch(t)
 	if m == nil {
 		return Version{}, fmt.Errorf("parsing version %q: %w", s, ErrInvalidVersion)
