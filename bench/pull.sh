@@ -7,16 +7,22 @@
 #       blob into one directory (no verification, no assembly); crane alone is shown too;
 #   (2) bytes transferred when a second layer, sharing all but CHANGED wheels with the first,
 #       is pulled into the cache that holds the first (from the registry's own request log).
+# SET=curated measures a real set instead of the synthetic one: the curated base repacked from
+# Debian's packages (go run ./test/cmd/mkindex -curated: numpy, matplotlib, Pillow, lxml, the
+# office set ...), its .pyc compiled by Debian's python3.11 at publish as a CI would; its set b
+# is the office subset, all of whose wheels set a has.
 # Prints medians of RUNS runs, the ratios, and whether pylayer meets the target: at least
 # TARGET (1.4) times faster than crane pull + tar -xzf. See bench/README.md.
 #
 #   make build && bash bench/pull.sh        # RUNS=5 N=30 CHANGED=2 PYLAYER=bin/pylayer by default
+#   SET=curated bash bench/pull.sh          # the real set (N and CHANGED do not apply)
 #   BASE=/tmp/pylayer.old bash bench/pull.sh  # also times an older build in the same runs, interleaved
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
 
 RUNS=${RUNS:-5}
+SET=${SET:-synthetic}    # synthetic (N generated wheels) or curated (a real set, see above)
 N=${N:-30}               # wheels in the first layer
 CHANGED=${CHANGED:-2}    # wheels the second layer has at another version
 TAR_JOBS=${TAR_JOBS:-$(nproc)}
@@ -25,6 +31,8 @@ BASE=${BASE:-}           # an older build, timed in the same runs as PYLAYER (a 
 MIN_MB=100               # the layer set must be at least this large, or the bench says so and fails
 TARGET=1.4               # (crane pull + tar -xzf) / pylayer pull, cold, set a (issue 16)
 
+[[ $SET == synthetic || $SET == curated ]] || die "SET=${SET@Q}: want synthetic or curated"
+[[ $SET == synthetic ]] || CHANGED=0
 for v in RUNS N CHANGED TAR_JOBS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ || ( $v == CHANGED && ${!v} == 0 ) ]] || die "$v=${!v@Q}: want a positive integer"
 done
@@ -49,8 +57,14 @@ chattr +T "$work" 2>/dev/null || true
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 
 # --- wheels, index, registry ----------------------------------------------------------------
-echo "generating $N wheels (+$CHANGED changed) ..." >&2
-go run ./bench/mkwheels -out "$work/index" -n "$N" -changed "$CHANGED" >/dev/null
+if [[ $SET == curated ]]; then
+  echo "writing the curated base (go run ./test/cmd/mkindex -curated) ..." >&2
+  go run ./test/cmd/mkindex -out "$work/index" -curated >/dev/null
+  command -v python3.11 >/dev/null || die "python3.11 is missing: apt-get install -y python3.11 (SET=curated compiles .pyc with it)"
+else
+  echo "generating $N wheels (+$CHANGED changed) ..." >&2
+  go run ./bench/mkwheels -out "$work/index" -n "$N" -changed "$CHANGED" >/dev/null
+fi
 
 "$PYLAYER" index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
 pids+=($!)
@@ -103,7 +117,13 @@ echo "registry on $host, index at $url" >&2
 # --- two locks, published and signed -----------------------------------------------------------
 export COSIGN_PASSWORD=bench
 "$PYLAYER" keygen --output-key-prefix "$work/cosign" >/dev/null
-reqs_a=(); reqs_b=()
+reqs_a=(); reqs_b=(); publish_flags=()
+if [[ $SET == curated ]]; then
+  reqs_a=(python-docx openpyxl xlsxwriter lxml pillow numpy matplotlib pypdf reportlab markdown pdfminer.six)
+  reqs_b=(python-docx openpyxl xlsxwriter lxml)
+  publish_flags=(--interpreter "$(command -v python3.11)")
+  N=0 # the loop below adds nothing
+fi
 for ((i = 0; i < N; i++)); do
   name=$(printf 'bench-pkg-%02d' "$i")
   reqs_a+=("$name==1.0")
@@ -116,7 +136,7 @@ for s in a b; do
     { cat "$work/lock-$s.log" >&2; die "pylayer lock of set $s failed"; }
   echo "publishing set $s ..." >&2
   ref=$("$PYLAYER" publish "$work/$s.lock.json" --repo "$repo" --key "$work/cosign.key" \
-    --index-url "$url" --cache "$work/pubcache" 2>"$work/publish-$s.log") ||
+    --index-url "$url" --cache "$work/pubcache" "${publish_flags[@]}" 2>"$work/publish-$s.log") ||
     { cat "$work/publish-$s.log" >&2; die "pylayer publish of set $s failed"; }
   printf -v "ref_$s" '%s' "$ref"
   unset -n reqs
@@ -136,7 +156,7 @@ else: print("\n".join(l["digest"].split(":", 1)[1] for l in m["layers"]))
 layers_a=$(facts "$ref_a" layers); bytes_a=$(facts "$ref_a" bytes)
 layers_b=$(facts "$ref_b" layers); bytes_b=$(facts "$ref_b" bytes)
 facts "$ref_a" digests >"$work/a.layers"
-(( bytes_a >= MIN_MB * 1000000 )) || die "layer set a is $(mb "$bytes_a") MB, below $MIN_MB MB: raise N"
+[[ $SET == curated ]] || (( bytes_a >= MIN_MB * 1000000 )) || die "layer set a is $(mb "$bytes_a") MB, below $MIN_MB MB: raise N"
 
 # --- (1) cold pull + unpack --------------------------------------------------------------------
 pull_pylayer() { # pull_pylayer REF CACHE [BIN]: prints the layer root
@@ -233,8 +253,8 @@ echo
 printf 'pull benchmark: %d runs, medians (min-max); loopback docker-registry %s, %d CPUs, crane %s\n' \
   "$RUNS" "$(docker-registry --version 2>/dev/null | awk '{print $NF}')" "$(nproc)" "$("$crane" version 2>/dev/null)"
 printf 'load average at the end: %s (other work on the machine makes every number noisier)\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
-printf 'layer set a: %d wheels, %s MB of blobs, %d files (signed); set b shares %d of %d wheels\n' \
-  "$layers_a" "$(mb "$bytes_a")" "$nfiles" "$((layers_b - CHANGED))" "$layers_b"
+printf 'layer set a (%s): %d wheels, %s MB of blobs, %d files (signed); set b shares %d of %d wheels\n' \
+  "$SET" "$layers_a" "$(mb "$bytes_a")" "$nfiles" "$((layers_b - CHANGED))" "$layers_b"
 printf '(1) cold pull + unpack of set a\n'
 printf '  pylayer pull (verify, fetch, unpack, assemble)   %9s ms  %s\n' "$(ms "$mpl")" "$(spread "${pl[@]}")"
 if [[ -n $BASE ]]; then
