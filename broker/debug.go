@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"runtime"
+	"runtime/pprof"
+	"runtime/trace"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,7 +25,7 @@ type DebugOptions struct {
 	BlockRate, MutexFraction int
 }
 
-// ServeDebug serves Go's profiles (net/http/pprof under /debug/pprof/) and the store's
+// ServeDebug serves Go's profiles (under /debug/pprof/, as net/http/pprof names them) and the store's
 // pool statistics (/debug/pool) on addr until ctx ends. It is for measuring the broker
 // under load and refuses any address but a loopback one: a profile shows what the
 // process holds. It is never on unless a caller starts it (serve's hidden --debug-addr).
@@ -39,11 +42,7 @@ func ServeDebug(ctx context.Context, addr string, o DebugOptions) (net.Addr, err
 		return nil, fmt.Errorf("debug address %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/", serveProfile)
 	mux.HandleFunc("/debug/pool", func(w http.ResponseWriter, r *http.Request) {
 		db, ok := o.Store.(interface{ DB() *sql.DB })
 		if !ok {
@@ -68,4 +67,79 @@ func ServeDebug(ctx context.Context, addr string, o DebugOptions) (net.Addr, err
 	}()
 	go hs.Serve(ln) //nolint:errcheck // best effort: ErrServerClosed at ctx's end, the broker serves on
 	return ln.Addr(), nil
+}
+
+// serveProfile serves /debug/pprof/: "profile?seconds=N" (CPU, 30 s by default),
+// "trace?seconds=N" (1 s), every runtime/pprof profile by name ("heap", "goroutine",
+// "block", "mutex", "allocs", "threadcreate"; "?debug=N" for text), and their list at
+// the index, as net/http/pprof answers them. net/http/pprof is not linked: its init
+// registers the same handlers on http.DefaultServeMux, in every command of the binary,
+// for any server on that mux to expose.
+func serveProfile(w http.ResponseWriter, r *http.Request) {
+	name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
+	seconds := func(def int) (time.Duration, bool) {
+		s := r.URL.Query().Get("seconds")
+		if s == "" {
+			return time.Duration(def) * time.Second, true
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 300 {
+			writeError(w, http.StatusBadRequest, "seconds: want 1 to 300", "")
+			return 0, false
+		}
+		return time.Duration(n) * time.Second, true
+	}
+	wait := func(d time.Duration) {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+		}
+	}
+	switch name {
+	case "":
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "profile?seconds=N\ntrace?seconds=N")
+		for _, p := range pprof.Profiles() {
+			fmt.Fprintf(w, "%s (%d)\n", p.Name(), p.Count())
+		}
+	case "profile":
+		d, ok := seconds(30)
+		if !ok {
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := pprof.StartCPUProfile(w); err != nil {
+			writeError(w, http.StatusConflict, "a CPU profile is being taken already: "+err.Error(), "")
+			return
+		}
+		wait(d)
+		pprof.StopCPUProfile()
+	case "trace":
+		d, ok := seconds(1)
+		if !ok {
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := trace.Start(w); err != nil {
+			writeError(w, http.StatusConflict, "a trace is being taken already: "+err.Error(), "")
+			return
+		}
+		wait(d)
+		trace.Stop()
+	default:
+		p := pprof.Lookup(name)
+		if p == nil {
+			writeError(w, http.StatusNotFound, "no profile "+strconv.Quote(name), "")
+			return
+		}
+		debug, _ := strconv.Atoi(r.URL.Query().Get("debug"))
+		if debug > 0 {
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		} else {
+			w.Header().Set("Content-Type", "application/octet-stream")
+		}
+		p.WriteTo(w, debug) //nolint:errcheck // the client went away
+	}
 }

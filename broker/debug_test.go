@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/pylayer/pylayer/broker"
@@ -47,6 +49,27 @@ func TestServeDebugServesProfilesAndPool(t *testing.T) {
 	}
 	if r := get("/debug/pprof/goroutine?debug=1"); r.StatusCode != http.StatusOK {
 		t.Errorf("goroutine profile: %s", r.Status)
+	}
+	// The CPU profile and the binary profiles are gzip'd protobufs, as go tool pprof reads them.
+	for _, p := range []string{"/debug/pprof/profile?seconds=1", "/debug/pprof/heap", "/debug/pprof/mutex"} {
+		r := get(p)
+		b, err := io.ReadAll(r.Body)
+		if err != nil || r.StatusCode != http.StatusOK || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+			t.Errorf("%s: %s, %d bytes, %v: want a gzip'd profile", p, r.Status, len(b), err)
+		}
+	}
+	if r := get("/debug/pprof/trace?seconds=1"); r.StatusCode != http.StatusOK {
+		t.Errorf("trace: %s", r.Status)
+	}
+	for p, want := range map[string]int{"/debug/pprof/nosuch": http.StatusNotFound, "/debug/pprof/profile?seconds=0": http.StatusBadRequest, "/debug/pprof/trace?seconds=x": http.StatusBadRequest} {
+		if r := get(p); r.StatusCode != want {
+			t.Errorf("%s: %s, want %d", p, r.Status, want)
+		}
+	}
+	if r := get("/debug/pprof/"); r.StatusCode != http.StatusOK {
+		t.Errorf("index: %s", r.Status)
+	} else if b, _ := io.ReadAll(r.Body); !strings.Contains(string(b), "goroutine") {
+		t.Errorf("index lists no goroutine profile: %q", b)
 	}
 	var pool map[string]float64
 	r := get("/debug/pool")
