@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
@@ -159,27 +160,31 @@ func (f *flusher) stop() {
 	<-f.done
 }
 
-// eachLayer runs f for 0..n-1, c.parallel at a time; the first failure
-// cancels the rest and is returned (the cause, not the cancellations it caused).
+// eachLayer runs f for 0..n-1, c.parallel at a time, starting them in that order (an
+// install's order is largestFirst's); the first failure cancels the rest and is
+// returned (the cause, not the cancellations it caused).
 func (c *Cache) eachLayer(ctx context.Context, n int, f func(ctx context.Context, i int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make([]error, n)
-	sem := make(chan struct{}, c.parallel)
+	var next atomic.Int64 // the next index to start: workers take them in order
 	var wg sync.WaitGroup
-	for i := range n {
+	for range min(max(c.parallel, 1), n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
-				return
-			}
-			defer func() { <-sem }()
-			if errs[i] = f(ctx, i); errs[i] != nil {
-				cancel()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := ctx.Err(); err != nil {
+					errs[i] = err
+					continue
+				}
+				if errs[i] = f(ctx, i); errs[i] != nil {
+					cancel()
+				}
 			}
 		}()
 	}

@@ -9,7 +9,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -271,4 +273,34 @@ func TestInstallManyBlobs(t *testing.T) {
 		}
 	}
 	assertConsistent(t, c)
+}
+
+// TestEachLayerStartsInOrder: blobs start in the order given (largestFirst's), whatever
+// the scheduler does with the goroutines; at most c.parallel run at once.
+func TestEachLayerStartsInOrder(t *testing.T) {
+	for _, parallel := range []int{1, 2, 4} {
+		c := openCache(t, WithParallelism(parallel))
+		var mu sync.Mutex
+		var started []int
+		running, most := 0, 0
+		err := c.eachLayer(context.Background(), 40, func(ctx context.Context, i int) error {
+			mu.Lock()
+			started = append(started, i)
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			runtime.Gosched()
+			mu.Lock()
+			running--
+			mu.Unlock()
+			return nil
+		})
+		must(t, err)
+		if !sort.IntsAreSorted(started) || len(started) != 40 {
+			t.Errorf("parallel %d: started %v, want 0..39 in order", parallel, started)
+		}
+		if most > parallel {
+			t.Errorf("parallel %d: %d ran at once", parallel, most)
+		}
+	}
 }
