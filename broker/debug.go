@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"runtime"
@@ -77,25 +78,29 @@ func ServeDebug(ctx context.Context, addr string, o DebugOptions) (net.Addr, err
 // for any server on that mux to expose.
 func serveProfile(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
-	seconds := func(def int) (time.Duration, bool) {
-		s := r.URL.Query().Get("seconds")
-		if s == "" {
-			return time.Duration(def) * time.Second, true
+	// timed takes a profile that runs for ?seconds=N (def when absent) into w.
+	timed := func(def int, what string, start func(io.Writer) error, stop func()) {
+		d := time.Duration(def) * time.Second
+		if s := r.URL.Query().Get("seconds"); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil || n <= 0 || n > 300 {
+				writeError(w, http.StatusBadRequest, "seconds: want 1 to 300", "")
+				return
+			}
+			d = time.Duration(n) * time.Second
 		}
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 || n > 300 {
-			writeError(w, http.StatusBadRequest, "seconds: want 1 to 300", "")
-			return 0, false
+		w.Header().Set("Content-Type", "application/octet-stream")
+		if err := start(w); err != nil {
+			writeError(w, http.StatusConflict, what+" is being taken already: "+err.Error(), "")
+			return
 		}
-		return time.Duration(n) * time.Second, true
-	}
-	wait := func(d time.Duration) {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-r.Context().Done():
 		}
+		stop()
 	}
 	switch name {
 	case "":
@@ -105,29 +110,9 @@ func serveProfile(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, "%s (%d)\n", p.Name(), p.Count())
 		}
 	case "profile":
-		d, ok := seconds(30)
-		if !ok {
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if err := pprof.StartCPUProfile(w); err != nil {
-			writeError(w, http.StatusConflict, "a CPU profile is being taken already: "+err.Error(), "")
-			return
-		}
-		wait(d)
-		pprof.StopCPUProfile()
+		timed(30, "a CPU profile", pprof.StartCPUProfile, pprof.StopCPUProfile)
 	case "trace":
-		d, ok := seconds(1)
-		if !ok {
-			return
-		}
-		w.Header().Set("Content-Type", "application/octet-stream")
-		if err := trace.Start(w); err != nil {
-			writeError(w, http.StatusConflict, "a trace is being taken already: "+err.Error(), "")
-			return
-		}
-		wait(d)
-		trace.Stop()
+		timed(1, "a trace", trace.Start, trace.Stop)
 	default:
 		p := pprof.Lookup(name)
 		if p == nil {
