@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"sync"
@@ -276,31 +275,42 @@ func TestInstallManyBlobs(t *testing.T) {
 }
 
 // TestEachLayerStartsInOrder: blobs start in the order given (largestFirst's), whatever
-// the scheduler does with the goroutines; at most c.parallel run at once.
+// the scheduler does with the goroutines, at most c.parallel at once. Each call waits at a
+// barrier until c.parallel have started, so no worker takes a second index before the
+// others took theirs: the k-th wave of calls is exactly indices k*p..k*p+p-1.
 func TestEachLayerStartsInOrder(t *testing.T) {
 	for _, parallel := range []int{1, 2, 4} {
 		c := openCache(t, WithParallelism(parallel))
 		var mu sync.Mutex
-		var started []int
-		running, most := 0, 0
+		cond := sync.NewCond(&mu)
+		waves := map[int][]int{}
+		arrived, wave := 0, 0
 		err := c.eachLayer(context.Background(), 40, func(ctx context.Context, i int) error {
 			mu.Lock()
-			started = append(started, i)
-			running++
-			most = max(most, running)
-			mu.Unlock()
-			runtime.Gosched()
-			mu.Lock()
-			running--
-			mu.Unlock()
+			defer mu.Unlock()
+			w := wave
+			waves[w] = append(waves[w], i)
+			if arrived++; arrived == parallel {
+				arrived, wave = 0, wave+1
+				cond.Broadcast()
+			}
+			for wave == w {
+				cond.Wait()
+			}
 			return nil
 		})
 		must(t, err)
-		if !sort.IntsAreSorted(started) || len(started) != 40 {
-			t.Errorf("parallel %d: started %v, want 0..39 in order", parallel, started)
+		if len(waves) != 40/parallel {
+			t.Fatalf("parallel %d: %d waves, want %d: %v", parallel, len(waves), 40/parallel, waves)
 		}
-		if most > parallel {
-			t.Errorf("parallel %d: %d ran at once", parallel, most)
+		for w, got := range waves {
+			sort.Ints(got)
+			for k, i := range got {
+				if i != w*parallel+k {
+					t.Errorf("parallel %d: wave %d started %v, want %d..%d", parallel, w, got, w*parallel, w*parallel+parallel-1)
+					break
+				}
+			}
 		}
 	}
 }
