@@ -213,13 +213,22 @@ func hasUserinfo(raw string) bool {
 // They are what pylayer writes as a lock file, URLs included; the key is computed over
 // Content, the same bytes without the URLs.
 func (l *Lock) Canonical() ([]byte, error) {
+	c, err := l.normalized()
+	if err != nil {
+		return nil, err
+	}
+	return c.encode()
+}
+
+// normalized is a normalized copy of l (its packages copied, l untouched), validated.
+func (l *Lock) normalized() (*Lock, error) {
 	c := *l
 	c.Packages = append([]Package(nil), l.Packages...)
 	c.Normalize()
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return c.encode()
+	return &c, nil
 }
 
 // encode writes l as Canonical does, as it is.
@@ -240,10 +249,8 @@ func (l *Lock) encode() ([]byte, error) {
 // them, and the key is computed over exactly these bytes. A lock read back from Content
 // parses and has the same key.
 func (l *Lock) Content() ([]byte, error) {
-	c := *l
-	c.Packages = append([]Package(nil), l.Packages...)
-	c.Normalize()
-	if err := c.Validate(); err != nil { // the URLs too must be valid
+	c, err := l.normalized() // the URLs too must be valid
+	if err != nil {
 		return nil, err
 	}
 	// Validated once, with the URLs: dropping them leaves a valid lock (an empty URL is
