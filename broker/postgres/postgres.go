@@ -119,7 +119,15 @@ var dialect = &sqlstore.Dialect{
 	CheckWrite:     checkWrite,
 	Notify:         `SELECT pg_notify('` + channel + `', p) FROM unnest(?::text[]) AS p`,
 	GroupCommit:    true,
+	ReadBatches:    readBatches,
+	InList:         `= ANY(?::text[])`,
+	ListArg:        func(keys []string) any { return keys },
 }
+
+// readBatches is how many coalesced reads of a kind run at once (sqlstore's
+// Dialect.ReadBatches): a few of the read pool's connections, so that a burst of one kind
+// leaves the pool to the others and a lone read never waits.
+const readBatches = 4
 
 // checkWrite rewrites the newest schema_migrations row with its own values: PostgreSQL
 // writes a new row version and commits it through the WAL like any change.

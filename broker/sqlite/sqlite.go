@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -94,6 +95,12 @@ var dialect = &sqlstore.Dialect{
 	PrepareReads: true,
 	GroupCommit:  true,
 	Savepoints:   true,
+	ReadBatches:  2,
+	InList:       `IN (SELECT value FROM json_each(?))`,
+	ListArg: func(keys []string) any {
+		b, _ := json.Marshal(keys) // strings always marshal
+		return string(b)
+	},
 }
 
 // checkWrite sets the database header's user_version to the value it has, which SQLite

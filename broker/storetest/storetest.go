@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"BindApproved", testBindApproved},
 		{"CreateRequestConcurrent", testCreateRequestConcurrent},
 		{"ApplyRebase", testApplyRebase},
+		{"PointReadsConcurrent", testPointReadsConcurrent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -502,4 +503,77 @@ func testSessionVersion(t *testing.T, s broker.Store) {
 	moved("ReplaceBindings", true)
 	must(t, s.SetSessionBase(ctx, "s1", "sha256:11", "sha256:22", []byte("lock")))
 	moved("SetSessionBase", true)
+}
+
+// testPointReadsConcurrent reads sessions, requests and tokens by key from many
+// goroutines at once, as a burst of agents does: every read gets its own row, or
+// ErrNotFound for a key that does not exist (among them keys a database may refuse in a
+// query: invalid UTF-8, NUL), whatever reads it shared the store with; and a row read after
+// its write returns always sees it.
+func testPointReadsConcurrent(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	const n = 40
+	for i := range n {
+		se := session(fmt.Sprintf("s%02d", i), "alice", i)
+		se.BaseLock = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		must(t, s.CreateSession(ctx, se))
+		must(t, s.CreateRequest(ctx, request(fmt.Sprintf("r%02d", i), se.ID, broker.StatePending, i)))
+		must(t, s.PutToken(ctx, broker.Token{Hash: fmt.Sprintf("h%02d", i), Role: broker.RoleAgent, Subject: se.ID, Created: T0}))
+	}
+	missing := []string{"nope", "s\x00", "\xff\xfe", "S01", ""}
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	fail := func(format string, args ...any) {
+		select {
+		case errs <- fmt.Errorf(format, args...):
+		default:
+		}
+	}
+	for g := range 8 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := g % n
+			switch g % 4 {
+			case 0:
+				se, err := s.GetSession(ctx, fmt.Sprintf("s%02d", i))
+				if err != nil || se.Owner != "alice" || string(se.BaseLock) != fmt.Sprintf(`{"n":%d}`, i) {
+					fail("GetSession(s%02d) = %+v, %v", i, se, err)
+				}
+			case 1:
+				r, err := s.GetRequest(ctx, fmt.Sprintf("r%02d", i))
+				if err != nil || r.SessionID != fmt.Sprintf("s%02d", i) || !reflect.DeepEqual(r.Specs, []string{"foo==1.0", "bar>=2"}) {
+					fail("GetRequest(r%02d) = %+v, %v", i, r, err)
+				}
+			case 2:
+				tok, err := s.GetToken(ctx, fmt.Sprintf("h%02d", i))
+				if err != nil || tok.Subject != fmt.Sprintf("s%02d", i) || tok.Hash != fmt.Sprintf("h%02d", i) {
+					fail("GetToken(h%02d) = %+v, %v", i, tok, err)
+				}
+			case 3:
+				k := missing[g/4%len(missing)]
+				_, err1 := s.GetSession(ctx, k)
+				_, err2 := s.GetRequest(ctx, k)
+				_, err3 := s.GetToken(ctx, k)
+				for _, err := range []error{err1, err2, err3} {
+					if !errors.Is(err, broker.ErrNotFound) {
+						fail("reading missing key %q: err = %v, want ErrNotFound", k, err)
+					}
+				}
+				id := fmt.Sprintf("new%03d", g)
+				if err := s.CreateRequest(ctx, request(id, fmt.Sprintf("s%02d", i), broker.StateApproved, g)); err != nil {
+					fail("CreateRequest(%s): %v", id, err)
+					return
+				}
+				if r, err := s.GetRequest(ctx, id); err != nil || r.State != broker.StateApproved {
+					fail("GetRequest(%s) after its create = %+v, %v", id, r, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

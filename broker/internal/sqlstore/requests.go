@@ -20,6 +20,9 @@ func checkRequest(r *broker.Request) error {
 	if r.ID == "" || r.SessionID == "" {
 		return fmt.Errorf("%w: ID and SessionID are required", broker.ErrInvalid)
 	}
+	if !plainKey(r.ID) {
+		return fmt.Errorf("%w: request ID %q must be UTF-8 without NUL", broker.ErrInvalid, r.ID)
+	}
 	if !slices.Contains(broker.States, r.State) {
 		return fmt.Errorf("%w: unknown state %q", broker.ErrInvalid, r.State)
 	}
@@ -201,12 +204,12 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 
 // GetRequest implements broker.Store.
 func (s *Store) GetRequest(ctx context.Context, id string) (broker.Request, error) {
-	r, err := scanRequest(s.queryRow(ctx, `SELECT `+requestCols+` FROM requests WHERE id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("request %q: %w", id, broker.ErrNotFound)
-	}
+	r, found, err := s.requests.get(ctx, s, id)
 	if err != nil {
 		return r, fmt.Errorf("reading request %q: %w", id, err)
+	}
+	if !found {
+		return r, fmt.Errorf("request %q: %w", id, broker.ErrNotFound)
 	}
 	return r, nil
 }
