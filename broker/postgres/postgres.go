@@ -122,6 +122,13 @@ var dialect = &sqlstore.Dialect{
 	ReadBatches:    readBatches,
 	InList:         `= ANY(?::text[])`,
 	ListArg:        func(keys []string) any { return keys },
+	ClassifyMany: `UPDATE requests AS r SET state = v.state, decision = v.decision, reasons = v.reasons,
+		isolated = v.isolated, packages = v.packages, lock_key = v.lock_key, digest = v.digest, error = v.error,
+		updated = v.updated
+		FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[],
+			?::text[], ?::text[], ?::bigint[])
+			AS v (id, session_id, state, decision, reasons, isolated, packages, lock_key, digest, error, updated)
+		WHERE r.id = v.id AND r.session_id = v.session_id AND r.state = 'classifying'`,
 }
 
 // readBatches is how many coalesced reads of a kind run at once (sqlstore's

@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"Bind", testBind},
 		{"CreateBound", testCreateBound},
 		{"Classified", testClassified},
+		{"ClassifiedConcurrent", testClassifiedConcurrent},
 		{"BindApproved", testBindApproved},
 		{"CreateRequestConcurrent", testCreateRequestConcurrent},
 		{"ApplyRebase", testApplyRebase},

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,4 +424,132 @@ func testClassified(t *testing.T, s broker.Store) {
 		t.Errorf("audit after Classified: %d new events, want 3 request.classify: %+v", n, l)
 	}
 	wantErr(t, "twice", s.Classified(ctx, decided("r1", broker.StatePending), nil, event("request.classify", "s1", "r1")), broker.ErrConflict)
+}
+
+// testClassifiedConcurrent: classifications arriving at once (a crowd's, which a store
+// may apply together) each get the outcome they would alone: the first of two for one
+// request wins and the other is refused as a conflict, one for a request that moved on is
+// a conflict, one naming another session is invalid; what won is stored with its
+// binding and event, and what lost left nothing.
+func testClassifiedConcurrent(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateSession(ctx, session("s2", "bob", 0)))
+	const n = 60
+	for i := range n {
+		must(t, s.CreateRequest(ctx, request(fmt.Sprintf("c%02d", i), "s1", broker.StateClassifying, i)))
+	}
+	for i := range 8 {
+		must(t, s.CreateRequest(ctx, request(fmt.Sprintf("done%d", i), "s1", broker.StatePending, i)))
+	}
+	pkgs := []broker.Pkg{{Name: "foo", Version: "1.0", Filename: "foo-1.0-py3-none-any.whl", SHA256: "ab", Size: 3}}
+	type call struct {
+		r    broker.Request
+		b    *broker.Binding
+		want error // nil, ErrConflict, ErrInvalid, or errTwice: one of a pair wins
+	}
+	errTwice := errors.New("one of two wins")
+	decided := func(id, session string, i int) (broker.Request, *broker.Binding) {
+		r := request(id, session, broker.StateApproved, i)
+		r.Decision, r.Reasons, r.Packages, r.LockKey = "auto-approved", []string{fmt.Sprint("reason ", i)}, pkgs, fmt.Sprint("key-", i)
+		r.Isolated = i%2 == 0
+		switch i % 3 {
+		case 1:
+			r.State, r.Digest = broker.StateBound, fmt.Sprintf("sha256:%02x", i)
+			return r, &broker.Binding{SessionID: session, Kind: broker.KindExt, Digest: r.Digest, Ref: "r@" + r.Digest, RequestID: id, Created: T0}
+		case 2:
+			r.State = broker.StateRejected
+		}
+		return r, nil
+	}
+	var calls []call
+	for i := range n {
+		r, b := decided(fmt.Sprintf("c%02d", i), "s1", i)
+		want := error(nil)
+		if i < 10 {
+			want = errTwice
+			r2, b2 := decided(r.ID, "s1", i+100)
+			calls = append(calls, call{r2, b2, errTwice})
+		}
+		calls = append(calls, call{r, b, want})
+	}
+	for i := range 8 {
+		r, b := decided(fmt.Sprintf("done%d", i), "s1", i)
+		calls = append(calls, call{r, b, broker.ErrConflict})
+	}
+	for i := 50; i < 55; i++ { // another session's request: refused, and c50-c54 still classify
+		r, b := decided(fmt.Sprintf("c%02d", i), "s2", i)
+		calls = append(calls, call{r, b, broker.ErrInvalid})
+	}
+	before2 := take(t, s, "s2")
+	errs := make([]error, len(calls))
+	gate := make(chan struct{})
+	var wg sync.WaitGroup
+	for k, c := range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			errs[k] = s.Classified(ctx, c.r, c.b, event("request.classify", c.r.SessionID, c.r.ID))
+		}()
+	}
+	close(gate)
+	wg.Wait()
+
+	won := map[string]call{}
+	for k, c := range calls {
+		switch {
+		case c.want == errTwice && errs[k] == nil:
+			if _, dup := won[c.r.ID]; dup {
+				t.Errorf("%s: both classifications of one request succeeded", c.r.ID)
+			}
+			won[c.r.ID] = c
+		case c.want == errTwice:
+			wantErr(t, c.r.ID+" (the second of two)", errs[k], broker.ErrConflict)
+		case c.want == nil:
+			if errs[k] != nil {
+				t.Errorf("%s: %v", c.r.ID, errs[k])
+			}
+			won[c.r.ID] = c
+		default:
+			wantErr(t, c.r.ID+" in "+c.r.SessionID, errs[k], c.want)
+		}
+	}
+	if len(won) != n {
+		t.Fatalf("%d requests classified, want %d", len(won), n)
+	}
+	var wantBindings []string
+	for id, c := range won {
+		got, err := s.GetRequest(ctx, id)
+		must(t, err)
+		if got.State != c.r.State || got.Decision != c.r.Decision || !slices.Equal(got.Reasons, c.r.Reasons) ||
+			got.LockKey != c.r.LockKey || got.Isolated != c.r.Isolated || got.Digest != c.r.Digest || !slices.Equal(got.Packages, pkgs) {
+			t.Errorf("%s: stored %+v, want the classification that won, %+v", id, got, c.r)
+		}
+		if c.b != nil {
+			wantBindings = append(wantBindings, id)
+		}
+	}
+	for i := range 8 {
+		if got, _ := s.GetRequest(ctx, fmt.Sprintf("done%d", i)); got.State != broker.StatePending || got.Decision != "" {
+			t.Errorf("done%d after a refused classification: %+v", i, got)
+		}
+	}
+	bs, err := s.Bindings(ctx, "s1")
+	must(t, err)
+	var gotBindings []string
+	for _, b := range bs {
+		gotBindings = append(gotBindings, b.RequestID)
+	}
+	slices.Sort(gotBindings)
+	slices.Sort(wantBindings)
+	same(t, "bindings: the requests bound", gotBindings, wantBindings)
+	l, err := s.AuditLog(ctx, "s1")
+	must(t, err)
+	if len(l) != n {
+		t.Errorf("audit: %d events, want %d (one per classification that won)", len(l), n)
+	}
+	after2 := take(t, s, "s2")
+	after2.AllAudit = before2.AllAudit // s1's events count there
+	same(t, "session s2 after refused classifications", after2, before2)
 }

@@ -142,25 +142,10 @@ func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Bind
 		return fmt.Errorf("classifying request %q: %w", c.ID, err)
 	}
 	return s.inTx(ctx, func(t tx) error {
-		// args follow requestCols: state (4) to error (11), then updated (14).
-		res, err := t.exec(ctx, `UPDATE requests SET state = ?, decision = ?, reasons = ?, isolated = ?, packages = ?,
-			lock_key = ?, digest = ?, error = ?, updated = ? WHERE id = ? AND session_id = ? AND state = ?`,
-			append(append(args[4:12:12], args[14]), c.ID, c.SessionID, broker.StateClassifying)...)
-		if err != nil {
-			return fmt.Errorf("classifying request %q: %w", c.ID, err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("classifying request %q: %w", c.ID, err)
-		} else if n != 1 {
-			r, err := t.lockRequest(ctx, c.ID) // why not: gone, another session's, or moved on
-			switch {
-			case err != nil:
-				return fmt.Errorf("classifying: %w", err)
-			case r.SessionID != c.SessionID:
-				return fmt.Errorf("classifying request %q: %w: it belongs to session %q, not %q", c.ID, broker.ErrInvalid, r.SessionID, c.SessionID)
-			default:
-				return fmt.Errorf("classifying request %q: %w: it is %s, not classifying", c.ID, broker.ErrConflict, r.State)
-			}
+		if t.later != nil && s.d.ClassifyMany != "" { // a batch: one UPDATE for all (batch.go)
+			t.later.classified = append(t.later.classified, args)
+		} else if err := t.classify(ctx, c, args); err != nil {
+			return err
 		}
 		if err := t.notify(ctx, c.ID, c.State); err != nil {
 			return err
@@ -172,6 +157,31 @@ func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Bind
 		}
 		return t.audit(ctx, audit...)
 	})
+}
+
+// classify is Classified's UPDATE, alone; args are c's requestArgs.
+func (t tx) classify(ctx context.Context, c broker.Request, args []any) error {
+	// args follow requestCols: state (4) to error (11), then updated (14).
+	res, err := t.exec(ctx, `UPDATE requests SET state = ?, decision = ?, reasons = ?, isolated = ?, packages = ?,
+		lock_key = ?, digest = ?, error = ?, updated = ? WHERE id = ? AND session_id = ? AND state = ?`,
+		append(append(args[4:12:12], args[14]), c.ID, c.SessionID, broker.StateClassifying)...)
+	if err != nil {
+		return fmt.Errorf("classifying request %q: %w", c.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("classifying request %q: %w", c.ID, err)
+	} else if n != 1 {
+		r, err := t.lockRequest(ctx, c.ID) // why not: gone, another session's, or moved on
+		switch {
+		case err != nil:
+			return fmt.Errorf("classifying: %w", err)
+		case r.SessionID != c.SessionID:
+			return fmt.Errorf("classifying request %q: %w: it belongs to session %q, not %q", c.ID, broker.ErrInvalid, r.SessionID, c.SessionID)
+		default:
+			return fmt.Errorf("classifying request %q: %w: it is %s, not classifying", c.ID, broker.ErrConflict, r.State)
+		}
+	}
+	return nil
 }
 
 func (t tx) createRequest(ctx context.Context, r *broker.Request) error {

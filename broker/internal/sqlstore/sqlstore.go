@@ -52,6 +52,12 @@ type Dialect struct {
 	ReadBatches int
 	InList      string
 	ListArg     func(keys []string) any
+	// ClassifyMany, if set, applies a group commit batch's classifications (without
+	// savepoints) in one UPDATE (batch.go), with one array parameter per column, passed
+	// as []string and []int64: id, session_id, state, decision, reasons, isolated,
+	// packages, lock_key, digest, error, updated. It changes only requests classifying in
+	// their session.
+	ClassifyMany string
 }
 
 // Store is a broker.Store over a database/sql handle.
