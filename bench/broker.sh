@@ -39,13 +39,14 @@ POLLS=${POLLS:-3}
 DISTINCT=${DISTINCT:-10}
 JOBS=${JOBS:-2}
 CASES=${CASES:-sqlite1 postgres1 postgres2}
+ROUNDS=${ROUNDS:-3}               # runs of each setup; the verdicts are on their medians
 PYLAYER=${PYLAYER:-bin/pylayer}   # the binary under test
 PROFILE=${PROFILE:-}
 
-for v in N BIG POLLS DISTINCT JOBS; do
+for v in N BIG POLLS DISTINCT JOBS ROUNDS; do
   [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v@Q}: want a non-negative integer"
 done
-(( N >= 1 && DISTINCT >= 1 && JOBS >= 1 )) || die "N, DISTINCT and JOBS must be at least 1"
+(( N >= 1 && DISTINCT >= 1 && JOBS >= 1 && ROUNDS >= 1 )) || die "N, DISTINCT, JOBS and ROUNDS must be at least 1"
 command -v go >/dev/null || die "go is missing: put Go 1.26 on PATH (it builds bench/brokerload)"
 [[ -x $PYLAYER ]] || die "$PYLAYER is missing: run 'make build' first"
 
@@ -196,14 +197,42 @@ bench_case() {
 
 for c in $CASES; do
   case $c in
-    sqlite1) bench_case sqlite1 sqlite 1 "$N" ;;
-    postgres1) bench_case postgres1 postgres 1 "$N" ;;
-    postgres2) bench_case postgres2 postgres 2 "$N" ;;
+    sqlite1 | postgres1 | postgres2) ;;
     *) die "CASES: unknown setup ${c@Q} (sqlite1, postgres1 or postgres2)" ;;
   esac
+done
+# Each setup ROUNDS times, each round a fresh store, its own floor burst just before it.
+for ((r = 1; r <= ROUNDS; r++)); do
+  for c in $CASES; do
+    label=$c; (( ROUNDS == 1 )) || label=$c-r$r
+    case $c in
+      sqlite1) bench_case "$label" sqlite 1 "$N" ;;
+      postgres1) bench_case "$label" postgres 1 "$N" ;;
+      postgres2) bench_case "$label" postgres 2 "$N" ;;
+    esac
+  done
 done
 (( BIG == 0 )) || bench_case "postgres2-$BIG" postgres 2 "$BIG"
 
 echo
 echo "summary: p50, p99 (p99 over the floor's p99 in the same run); targets GET env 2x, POST requests 3x, request-to-bound 5x"
 printf '%s\n' "${summaries[@]}"
+# The floor is a burst on the same two cores and itself varies run to run by 2x or
+# more, so each verdict is on the median of the setup's rounds' ratios.
+echo
+echo "median over $ROUNDS round(s) of the p99 ratios to the floor (each round against its own floor):"
+printf '%s\n' "${summaries[@]}" | python3 -c '
+import re, sys, statistics
+rows = {}
+for line in sys.stdin:
+    label = line.split(" | ")[0].strip()
+    case = re.sub(r"-r[0-9]+$", "", label)
+    rows.setdefault(case, []).append([float(x) for x in re.findall(r"\(([0-9.]+)x floor", line)])
+for case, rs in rows.items():
+    out = []
+    for i, (name, target) in enumerate([("GET env", 2), ("POST requests", 3), ("request-to-bound", 5)]):
+        m = statistics.median(r[i] for r in rs)
+        each = " ".join("%.2f" % r[i] for r in rs)
+        out.append("%s %.2fx (target %dx %s; rounds %s)" % (name, m, target, "ok" if m <= target else "MISSED", each))
+    print(case + " | " + " | ".join(out))
+'
