@@ -13,7 +13,7 @@
 # PostgreSQL is Debian's server, initdb'd into a temporary directory (as the postgres user
 # when run as root) on 127.0.0.1 with fsync on, and stopped on exit. See bench/README.md.
 #
-#   make build && bash bench/broker.sh           # N=200 BIG=1000 POLLS=3 DISTINCT=10 JOBS=2
+#   make build && bash bench/broker.sh           # N=200 BIG=1000 POLLS=3 DISTINCT=10 JOBS=2 ROUNDS=3
 #   CASES=sqlite1 BIG=0 bash bench/broker.sh     # SQLite only, no big run
 #   PROFILE=1 CASES=postgres1 BIG=0 bash bench/broker.sh
 #   SYNC=1 bash bench/broker.sh                  # agents ask without Prefer: respond-async
@@ -24,11 +24,12 @@
 # that want the decision in the POST's answer instead.
 #
 # PROFILE=1 measures where the time goes, into $work/LABEL/profile/: each replica serves
-# profiles on a loopback --debug-addr (hidden flag) and the script takes a CPU profile
-# across the burst, the block and mutex profiles and the connection pool's statistics
-# after it; PostgreSQL runs with pg_stat_statements (reset after the replicas start, so
-# it counts the burst and the sessions' setup only), and the CPU time of the replicas and
-# of the PostgreSQL processes during the load is printed beside the transaction count.
+# profiles on a loopback --debug-addr (hidden flag), brokerload takes a one-second CPU
+# profile of each from the agents' start (not the sessions' setup), the script the block
+# and mutex profiles and the connection pool's statistics after it; PostgreSQL runs with pg_stat_statements (reset after the replicas start, so
+# it counts the burst and the sessions' setup only), and the transaction count is printed.
+# Every run prints the CPU time of the replicas, of PostgreSQL (its backends) and of
+# brokerload during the agents' burst, and of the floor and brokerload during the floor's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/lib.sh
@@ -81,6 +82,7 @@ distinct=$(printf '%s\n' "${specs[@]}" | sort -u | wc -l)
 
 "$work/brokerload" -serve-floor >"$work/floor.url" 2>"$work/floor.log" &
 pids+=($!)
+floor_pid=$!
 waitfile "$work/floor.url" "brokerload -serve-floor"
 floor=$(head -n1 "$work/floor.url")
 
@@ -112,19 +114,6 @@ pg_newdb() { # pg_newdb NAME: creates the empty database NAME and prints its URL
 
 # freeport: a free TCP port on 127.0.0.1.
 freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# cputicks PID...: the user+system clock ticks the processes (and, for the postmaster,
-# its children: the backends) have used.
-cputicks() {
-  local p sum=0 kids
-  for p in "$@"; do
-    kids=$(ps -o pid= --ppid "$p" 2>/dev/null | tr '\n' ' ')
-    for k in $p $kids; do
-      [[ -r /proc/$k/stat ]] || continue
-      sum=$((sum + $(awk '{print $14 + $15}' "/proc/$k/stat")))
-    done
-  done
-  echo "$sum"
-}
 psql_db() { "$pg_bin/psql" -X -q -At -h 127.0.0.1 -p "$pg_port" -U postgres -d "$1" -c "$2"; }
 
 summaries=()
@@ -151,31 +140,26 @@ bench_case() {
     urls+=("$(head -n1 "$d/serve$k.url")")
   done
   echo "running $agents agents: $label ($store, $replicas replica(s)) ..." >&2
-  local prof="$d/profile" cpu0=() cpu1=() curls=() pm=
+  local prof="$d/profile" profs=() pm=
   [[ $store == postgres ]] && pm=$(head -n1 "$pg_dir/data/postmaster.pid")
   if [[ -n $PROFILE ]]; then
     mkdir -p "$prof"
     if [[ $store == postgres ]]; then
       psql_db "bench_${label//-/_}" "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset(); SELECT pg_stat_reset();" >/dev/null
     fi
-    for k in "${!dbgs[@]}"; do
-      curl -s -o "$prof/cpu$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/profile?seconds=3" &
-      curls+=($!)
-    done
-    cpu0=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
+    for k in "${!dbgs[@]}"; do profs+=("${dbgs[$k]}=$prof/cpu$((k + 1)).pprof"); done
   fi
+  local cpu="replicas=$(IFS=+; echo "${spids[*]}")"
+  [[ -z $pm ]] || cpu+=",postgres=$pm"
   "$work/brokerload" -url "$(IFS=,; echo "${urls[*]}")" -floor "$floor" -token "$owner" -label "$label" \
+    -cpu "$cpu" -floor-cpu "floor=$floor_pid" ${profs:+-profile "$(IFS=,; echo "${profs[*]}")"} \
     -n "$agents" -polls "$POLLS" -specs "$(IFS=,; echo "${specs[*]}")" ${SYNC:+-sync} | tee "$d/load.txt"
   if [[ -n $PROFILE ]]; then
-    cpu1=("$(cputicks "${spids[@]}")" "$(cputicks $pm)")
-    for k in "${curls[@]}"; do wait "$k" || true; done
     for k in "${!dbgs[@]}"; do
       curl -s -o "$prof/block$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/block"
       curl -s -o "$prof/mutex$((k + 1)).pprof" "http://${dbgs[$k]}/debug/pprof/mutex"
       echo "$label replica $((k + 1)) pool: $(curl -s "http://${dbgs[$k]}/debug/pool" | tr -d ' \n')"
     done
-    local hz; hz=$(getconf CLK_TCK)
-    echo "$label CPU during the load (floor included, where neither works): replicas $(( (cpu1[0] - cpu0[0]) * 1000 / hz )) ms, postgres $(( (cpu1[1] - cpu0[1]) * 1000 / hz )) ms"
     if [[ $store == postgres ]]; then
       local dbn="bench_${label//-/_}"
       echo "$label transactions: $(psql_db "$dbn" "SELECT 'commits ' || xact_commit || ', rollbacks ' || xact_rollback FROM pg_stat_database WHERE datname = current_database()")"

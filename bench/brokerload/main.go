@@ -55,7 +55,9 @@ type config struct {
 	specs    []string
 	timeout  time.Duration
 	label    string
-	sync     bool // Ask, not AskAsync
+	sync     bool      // Ask, not AskAsync
+	cpu      cpuGroups // processes whose CPU time the burst reports
+	profiles []string  // DEBUG_ADDR=FILE: CPU profiles to take across the agents' burst
 }
 
 func run(args []string) error {
@@ -72,6 +74,9 @@ func run(args []string) error {
 	specs := fs.String("specs", "foo==1.0", "comma-separated requirements; agent i asks for the (i mod len)-th")
 	fs.DurationVar(&c.timeout, "timeout", 5*time.Minute, "give up after this long")
 	fs.BoolVar(&c.sync, "sync", false, "ask without Prefer: respond-async (the POST answers with the decision)")
+	cpu := fs.String("cpu", "", "report the CPU time of these processes (and their children) during the agents' burst: NAME=PID[+PID...],...")
+	floorCPU := fs.String("floor-cpu", "", "the same for the floor's burst")
+	profiles := fs.String("profile", "", "take a CPU profile of each replica across the agents' burst (not the sessions' setup): HOST:PORT=FILE,... of their --debug-addr")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,6 +87,17 @@ func run(args []string) error {
 		return serveFloor()
 	}
 	c.specs = strings.Split(*specs, ",")
+	var err error
+	if c.cpu, err = parseCPUGroups(*cpu); err != nil {
+		return err
+	}
+	fcpu, err := parseCPUGroups(*floorCPU)
+	if err != nil {
+		return err
+	}
+	if *profiles != "" {
+		c.profiles = strings.Split(*profiles, ",")
+	}
 	if c.n < 1 || c.n > 10000 || c.polls < 0 || c.polls > 100 {
 		return errors.New("-n must be 1..10000 and -polls 0..100")
 	}
@@ -103,7 +119,7 @@ func run(args []string) error {
 	var fl *result
 	if c.floor != "" {
 		fc := c
-		fc.urls, fc.token = []string{c.floor}, "floor"
+		fc.urls, fc.token, fc.cpu, fc.profiles = []string{c.floor}, "floor", fcpu, nil
 		r, err := burst(ctx, fc)
 		if err != nil {
 			return fmt.Errorf("the floor: %w", err)
@@ -148,6 +164,7 @@ func (l *latencies) observe(c client.Call) {
 type result struct {
 	setup, wall time.Duration
 	toBound     []time.Duration
+	cpu         string // CPU time of the -cpu processes and brokerload during the agents' burst
 	lat         map[string][]time.Duration
 	bound       int
 }
@@ -210,10 +227,19 @@ func burst(ctx context.Context, cfg config) (result, error) {
 			res.toBound[i] = time.Since(t0)
 		}()
 	}
+	stopProfiles, err := startProfiles(ctx, cfg.profiles)
+	if err != nil {
+		return result{}, err
+	}
+	cpu0 := cfg.cpu.sample()
 	start := time.Now()
 	close(gate)
 	wg.Wait()
 	res.wall = time.Since(start)
+	res.cpu = cfg.cpu.report(cpu0, cfg.cpu.sample())
+	if err := stopProfiles(); err != nil {
+		return res, err
+	}
 	res.lat = lat.lat
 
 	var failures []string
@@ -248,6 +274,10 @@ func report(cfg config, r result, fl *result) {
 	fmt.Printf("broker load (%s): %d sessions (setup %s), %d agents at once over %d replica(s), %d env polls each, specs %s\n",
 		cfg.label, cfg.n, r.setup.Round(time.Millisecond), cfg.n, len(cfg.urls), cfg.polls, strings.Join(cfg.specs, ","))
 	fmt.Printf("agents' wall time           %s\n", r.wall.Round(time.Millisecond))
+	fmt.Printf("CPU during the agents       %s\n", r.cpu)
+	if fl != nil {
+		fmt.Printf("the floor's: wall %s, CPU %s\n", fl.wall.Round(time.Millisecond), fl.cpu)
+	}
 	fmt.Printf("agent HTTP calls            %d (%.0f requests/s)\n", calls, float64(calls)/r.wall.Seconds())
 	fmt.Printf("package requests bound      %d of %d (%.1f bound/s)\n", r.bound, cfg.n, float64(r.bound)/r.wall.Seconds())
 	fmt.Printf("request-to-bound per agent  p50 %s  p99 %s  max %s\n", pct(r.toBound, 50), pct(r.toBound, 99), pct(r.toBound, 100))
