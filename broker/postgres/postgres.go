@@ -122,13 +122,16 @@ var dialect = &sqlstore.Dialect{
 	ReadBatches:    readBatches,
 	InList:         `= ANY(?::text[])`,
 	ListArg:        func(keys []string) any { return keys },
-	ClassifyMany: `UPDATE requests AS r SET state = v.state, decision = v.decision, reasons = v.reasons,
-		isolated = v.isolated, packages = v.packages, lock_key = v.lock_key, digest = v.digest, error = v.error,
-		updated = v.updated
+	ClassifyMany: `WITH u AS (UPDATE requests AS r SET state = v.state, decision = v.decision, reasons = v.reasons,
+			isolated = v.isolated, packages = v.packages, lock_key = v.lock_key, digest = v.digest, error = v.error,
+			updated = v.updated
 		FROM unnest(?::text[], ?::text[], ?::text[], ?::text[], ?::text[], ?::bigint[], ?::text[], ?::text[],
 			?::text[], ?::text[], ?::bigint[])
 			AS v (id, session_id, state, decision, reasons, isolated, packages, lock_key, digest, error, updated)
-		WHERE r.id = v.id AND r.session_id = v.session_id AND r.state = 'classifying'`,
+		WHERE r.id = v.id AND r.session_id = v.session_id AND r.state = 'classifying'
+		RETURNING 1)
+		SELECT expect_rows((SELECT count(*) FROM u), ?, 'classifying a batch of requests')`,
+	Pipeline: pipeline,
 }
 
 // readBatches is how many coalesced reads of a kind run at once (sqlstore's
@@ -146,3 +149,33 @@ func checkWrite(ctx context.Context, tx *sql.Tx) error {
 
 // SchemaVersion is the schema version this package writes.
 var SchemaVersion = len(migrations)
+
+// pipeline implements sqlstore's Dialect.Pipeline with a pgx batch: every statement goes
+// in one write and the server answers them all at once. pgx ends a batch with a single
+// Sync, so the server runs the statements as one implicit transaction: an error in one
+// rolls back those before it and skips those after.
+func pipeline(ctx context.Context, db *sql.DB, stmts []sqlstore.Stmt) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("%w: a %T, not a pgx connection", sqlstore.ErrNoPipeline, dc)
+		}
+		b := &pgx.Batch{}
+		for _, st := range stmts {
+			b.Queue(st.Query, st.Args...)
+		}
+		br := c.Conn().SendBatch(ctx, b)
+		for range stmts {
+			if _, err := br.Exec(); err != nil {
+				br.Close()
+				return err
+			}
+		}
+		return br.Close()
+	})
+}

@@ -140,4 +140,14 @@ var migrations = []string{
 		FOR EACH ROW EXECUTE FUNCTION session_version_bump();
 	CREATE TRIGGER bindings_version AFTER INSERT OR UPDATE OR DELETE ON bindings
 		FOR EACH ROW EXECUTE FUNCTION session_version_bump();`,
+	// 5: a statement that must change a given number of rows says so itself, so that
+	// in a pipeline (sent with the statements after it, in one implicit transaction) a
+	// shortfall rolls the whole batch back instead of being seen after its commit.
+	`CREATE FUNCTION expect_rows(changed BIGINT, want BIGINT, what TEXT) RETURNS BIGINT LANGUAGE plpgsql AS $$
+	BEGIN
+		IF changed <> want THEN
+			RAISE EXCEPTION '%: % of % rows changed', what, changed, want;
+		END IF;
+		RETURN changed;
+	END $$;`,
 }

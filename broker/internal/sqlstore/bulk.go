@@ -32,10 +32,10 @@ func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit
 	var bound []broker.Request
 	err := s.inTx(ctx, func(t tx) error {
 		bound = bound[:0]
-		rows, err := t.tx.QueryContext(t.ctx(ctx), s.q(`SELECT `+requestCols+` FROM requests
+		rows, err := t.query(ctx, `SELECT `+requestCols+` FROM requests
 			WHERE state = ? AND lock_key = ? AND upload = '' AND `+iso+`
 			AND session_id IN (SELECT id FROM sessions WHERE base = ? AND interpreter = ?)
-			ORDER BY created, id LIMIT ?`+s.d.SkipLocked),
+			ORDER BY created, id LIMIT ?`+s.d.SkipLocked,
 			broker.StateApproved, p.LockKey, broker.DecisionApprovedIsolated, p.Base, p.Interpreter, limit)
 		if err != nil {
 			return fmt.Errorf("selecting approved requests of lock %s: %w", p.LockKey, err)

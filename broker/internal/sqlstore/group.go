@@ -91,28 +91,32 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 	s.group.batches.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	if !s.d.Savepoints { // even one write: its rows go in as a batch's (batch.go)
+		s.commitAll(ctx, live)
+		return
+	}
 	if len(live) == 1 { // no savepoint needed
 		live[0].done <- s.runTx(ctx, true, live[0].fn)
 		return
 	}
-	if !s.d.Savepoints {
-		s.commitAll(ctx, live)
-		return
-	}
 	errs := make([]error, len(live))
 	err := s.runTx(ctx, true, func(t tx) error {
+		x, err := t.raw() // begun: runTx begins at once
+		if err != nil {
+			return err
+		}
 		for i, p := range live {
-			if _, err := t.tx.ExecContext(ctx, `SAVEPOINT w`); err != nil {
+			if _, err := x.ExecContext(ctx, `SAVEPOINT w`); err != nil {
 				return fmt.Errorf("savepoint: %w", err)
 			}
 			notes := len(*t.notes)
 			if errs[i] = p.fn(t); errs[i] != nil {
-				if _, err := t.tx.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
+				if _, err := x.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
 					return fmt.Errorf("rolling back to savepoint: %w", err)
 				}
 				*t.notes = (*t.notes)[:notes] // what did not happen is not announced
 			}
-			if _, err := t.tx.ExecContext(ctx, `RELEASE SAVEPOINT w`); err != nil {
+			if _, err := x.ExecContext(ctx, `RELEASE SAVEPOINT w`); err != nil {
 				return fmt.Errorf("releasing savepoint: %w", err)
 			}
 		}

@@ -177,7 +177,7 @@ func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
 
 // notify tells the other replicas, when the transaction commits, that request id changed
 // to state st (PostgreSQL: pg_notify, delivered at commit and dropped at rollback). The
-// changes of a transaction are sent together, in one statement, by flushNotes.
+// changes of a transaction are sent together, in one statement, by notifyStmt.
 func (t tx) notify(_ context.Context, id string, st broker.State) error {
 	if t.s.d.Notify != "" {
 		*t.notes = append(*t.notes, broker.ChangePayload(id, st))
@@ -185,8 +185,9 @@ func (t tx) notify(_ context.Context, id string, st broker.State) error {
 	return nil
 }
 
-// flushNotes sends the transaction's notifications, each payload once.
-func (t tx) flushNotes(ctx context.Context) error {
+// notifyStmt is the statement that sends the transaction's notifications, each payload
+// once, or nil.
+func (t tx) notifyStmt() *deferredStmt {
 	notes := *t.notes
 	if t.s.d.Notify == "" || len(notes) == 0 {
 		return nil
@@ -199,9 +200,6 @@ func (t tx) flushNotes(ctx context.Context) error {
 			uniq = append(uniq, n)
 		}
 	}
-	if _, err := t.exec(ctx, t.s.d.Notify, uniq); err != nil {
-		return fmt.Errorf("notifying %d request changes: %w", len(uniq), err)
-	}
 	*t.notes = notes[:0]
-	return nil
+	return &deferredStmt{what: fmt.Sprintf("notifying %d request changes", len(uniq)), query: t.s.d.Notify, args: []any{uniq}}
 }

@@ -28,7 +28,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("database schema version %d is newer than this pylayer knows (%d): upgrade pylayer", have, len(s.d.Migrations))
 		}
 		for v := have + 1; v <= len(s.d.Migrations); v++ {
-			if _, err := t.tx.ExecContext(t.ctx(ctx), s.d.Migrations[v-1]); err != nil {
+			x, err := t.raw()
+			if err != nil {
+				return err
+			}
+			if _, err := x.ExecContext(t.ctx(ctx), s.d.Migrations[v-1]); err != nil {
 				return fmt.Errorf("applying migration %d: %w", v, err)
 			}
 			if _, err := t.exec(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano()); err != nil {

@@ -53,12 +53,24 @@ type Dialect struct {
 	InList      string
 	ListArg     func(keys []string) any
 	// ClassifyMany, if set, applies a group commit batch's classifications (without
-	// savepoints) in one UPDATE (batch.go), with one array parameter per column, passed
-	// as []string and []int64: id, session_id, state, decision, reasons, isolated,
-	// packages, lock_key, digest, error, updated. It changes only requests classifying in
-	// their session.
+	// savepoints) in one statement (batch.go), with one array parameter per column,
+	// passed as []string and []int64: id, session_id, state, decision, reasons,
+	// isolated, packages, lock_key, digest, error, updated; then the number of requests.
+	// It changes only requests classifying in their session, and fails unless it
+	// changed them all: the statement itself, since in a Pipeline nothing can look at
+	// its count before the commit.
 	ClassifyMany string
+	// Pipeline, if set, runs stmts on a connection of db in one round trip and one
+	// transaction, all or nothing (PostgreSQL: a pgx batch, which the server runs as one
+	// implicit transaction). A group commit batch whose writes ran no statement of their
+	// own is sent so: its inserts, classifications and notifications. It returns
+	// ErrNoPipeline, having sent nothing, when the connection cannot (a wrapped driver's,
+	// in tests): the statements then run one by one in a transaction.
+	Pipeline func(ctx context.Context, db *sql.DB, stmts []Stmt) error
 }
+
+// ErrNoPipeline: Dialect.Pipeline sent nothing, and the statements run one by one.
+var ErrNoPipeline = errors.New("this connection cannot pipeline")
 
 // Store is a broker.Store over a database/sql handle.
 type Store struct {
@@ -207,7 +219,7 @@ func (s *Store) q(query string) string {
 // its statements without its callers' cancellation.
 type tx struct {
 	s        *Store
-	tx       *sql.Tx
+	h        *txHandle
 	detached bool
 	notes    *[]string // the changes to announce at commit (notify)
 	// later, in a batch of a group commit without savepoints, holds the rows its writes
@@ -222,12 +234,54 @@ func (t tx) ctx(ctx context.Context) context.Context {
 	return ctx
 }
 
-func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(t.ctx(ctx), t.s.q(query), args...)
+// txHandle is a transaction begun when its first statement runs: a group commit batch
+// whose writes only append rows (batch.go) never begins one, and with Dialect.Pipeline
+// sends its statements in one round trip instead.
+type txHandle struct {
+	tx    *sql.Tx
+	err   error
+	begin func() (*sql.Tx, error)
 }
 
-func (t tx) queryRow(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(t.ctx(ctx), t.s.q(query), args...)
+// raw returns the transaction, begun now if it was not.
+func (t tx) raw() (*sql.Tx, error) {
+	h := t.h
+	if h.tx == nil && h.err == nil {
+		h.tx, h.err = h.begin()
+	}
+	return h.tx, h.err
+}
+
+func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	x, err := t.raw()
+	if err != nil {
+		return nil, err
+	}
+	return x.ExecContext(t.ctx(ctx), t.s.q(query), args...)
+}
+
+func (t tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	x, err := t.raw()
+	if err != nil {
+		return nil, err
+	}
+	return x.QueryContext(t.ctx(ctx), t.s.q(query), args...)
+}
+
+// scanner is a row to scan: *sql.Row, or errRow.
+type scanner interface{ Scan(...any) error }
+
+// errRow is a row whose Scan fails with err.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+func (t tx) queryRow(ctx context.Context, query string, args ...any) scanner {
+	x, err := t.raw()
+	if err != nil {
+		return errRow{err}
+	}
+	return x.QueryRowContext(t.ctx(ctx), t.s.q(query), args...)
 }
 
 // inTx runs fn in a write transaction and commits it unless fn fails.
@@ -259,24 +313,59 @@ func (s *Store) runTx(ctx context.Context, detached bool, fn func(tx) error) err
 }
 
 // runBatch is runTx; with batch, the rows fn appends are inserted at its end, many to a
-// statement (batch.go).
+// statement (batch.go). A batch whose writes ran no statement of their own, on a dialect
+// with Pipeline, sends those inserts and its notifications in one round trip, one
+// transaction; any other begins its transaction at its first statement.
 func (s *Store) runBatch(ctx context.Context, detached, batch bool, fn func(tx) error) error {
-	t, err := s.w.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("starting transaction: %w", err)
-	}
-	defer t.Rollback() //nolint:errcheck // a no-op after Commit
-	x := tx{s: s, tx: t, detached: detached, notes: new([]string)}
+	h := &txHandle{begin: func() (*sql.Tx, error) {
+		t, err := s.w.BeginTx(ctx, nil)
+		if err != nil {
+			return nil, fmt.Errorf("starting transaction: %w", err)
+		}
+		return t, nil
+	}}
+	x := tx{s: s, h: h, detached: detached, notes: new([]string)}
 	if batch {
 		x.later = &later{}
 	}
+	pipelined := batch && s.d.Pipeline != nil
+	if !pipelined {
+		if _, err := x.raw(); err != nil {
+			return err
+		}
+	}
+	defer func() {
+		if h.tx != nil {
+			h.tx.Rollback() //nolint:errcheck // a no-op after Commit
+		}
+	}()
 	if err := fn(x); err != nil {
 		return err
 	}
-	if err := x.flushLater(ctx); err != nil {
-		return err
+	stmts := x.deferred()
+	if h.tx == nil && h.err == nil { // pipelined, and nothing ran yet
+		if len(stmts) == 0 {
+			return nil
+		}
+		q := make([]Stmt, len(stmts))
+		for i, st := range stmts {
+			q[i] = Stmt{Query: s.q(st.query), Args: st.args}
+		}
+		err := s.d.Pipeline(x.ctx(ctx), s.w, q)
+		if !errors.Is(err, ErrNoPipeline) {
+			if err != nil {
+				return fmt.Errorf("writing a batch of %d statements (%s, ...): %w", len(stmts), stmts[0].what, err)
+			}
+			return nil
+		}
 	}
-	if err := x.flushNotes(ctx); err != nil {
+	for _, st := range stmts {
+		if _, err := x.exec(ctx, st.query, st.args...); err != nil {
+			return fmt.Errorf("%s: %w", st.what, err)
+		}
+	}
+	t, err := x.raw()
+	if err != nil {
 		return err
 	}
 	if err := t.Commit(); err != nil {
@@ -479,7 +568,11 @@ func scanToken(sc interface{ Scan(...any) error }) (broker.Token, error) {
 // CheckWrite implements broker.WriteChecker with the dialect's check.
 func (s *Store) CheckWrite(ctx context.Context) error {
 	return s.inTx(ctx, func(t tx) error {
-		if err := s.d.CheckWrite(t.ctx(ctx), t.tx); err != nil {
+		x, err := t.raw()
+		if err != nil {
+			return err
+		}
+		if err := s.d.CheckWrite(t.ctx(ctx), x); err != nil {
 			return fmt.Errorf("checking the store accepts writes: %w", err)
 		}
 		return nil
