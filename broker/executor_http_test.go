@@ -361,7 +361,7 @@ func TestExecJSON(t *testing.T) {
 	}
 	// A cell's exception is a result, not an HTTP error; outputs are [] not null.
 	code, _, b := e.do("POST", "/v1/sessions/"+e.sesA+"/exec", e.agentA, "application/json", `{"code": "raise"}`)
-	if code != 200 || !bytes.Contains(b, []byte(`"ename": "ValueError"`)) || !bytes.Contains(b, []byte(`"outputs": []`)) {
+	if code != 200 || !bytes.Contains(b, []byte(`"ename":"ValueError"`)) || !bytes.Contains(b, []byte(`"outputs":[]`)) {
 		t.Errorf("raise = %d %s", code, b)
 	}
 	var sr broker.ShellResult

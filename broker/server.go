@@ -262,9 +262,9 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v) // the client went away; nothing to do
+	// Compact: agents poll these answers, and indenting them cost the broker a second
+	// pass over every answer and both sides the bytes (jq or the CLI prints them readably).
+	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing to do
 }
 
 func writeError(w http.ResponseWriter, code int, msg, hint string) {
