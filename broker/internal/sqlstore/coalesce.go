@@ -23,7 +23,9 @@ import (
 //
 // A batch starts after every read it carries was asked for, so each sees every write that
 // committed before it was asked, as its own query would have: a long poll that registers
-// and then reads misses no change.
+// and then reads misses no change. The read that starts a batch runs it in its own
+// goroutine (no hand-off on an idle store) and so returns when the batch ends, at most
+// readTimeout, even if its context ended first; a read that waits returns at once.
 
 // maxReadBatch bounds the keys of one query.
 const maxReadBatch = 256
@@ -61,10 +63,10 @@ func (p *pointReads[T]) get(ctx context.Context, s *Store, key string) (v T, fou
 	if err := ctx.Err(); err != nil {
 		return v, false, err
 	}
-	r := &pointRead[T]{key: key, done: make(chan pointResult[T], 1)}
 	if !plainKey(key) { // no row has it: the store creates none (and PostgreSQL could not)
 		return v, false, nil
 	}
+	r := &pointRead[T]{key: key, done: make(chan pointResult[T], 1)}
 	if s.d.ReadBatches == 0 { // alone: not coalesced
 		rows, bad, err := p.read(ctx, s, []*pointRead[T]{r})
 		if err == nil {
