@@ -90,13 +90,13 @@ func Open(ctx context.Context, path string, opts ...Option) (*Store, error) {
 // dialect is SQLite's: '?' placeholders; no row locks, since BEGIN IMMEDIATE takes the
 // database's write lock and writers run one at a time.
 var dialect = &sqlstore.Dialect{
-	Migrations:   migrations,
-	CheckWrite:   checkWrite,
-	PrepareReads: true,
-	GroupCommit:  true,
-	Savepoints:   true,
-	ReadBatches:  2,
-	InList:       `IN (SELECT value FROM json_each(?))`,
+	Migrations:  migrations,
+	CheckWrite:  checkWrite,
+	Prepare:     true,
+	GroupCommit: true,
+	Savepoints:  true,
+	ReadBatches: 2,
+	InList:      `IN (SELECT value FROM json_each(?))`,
 	ListArg: func(keys []string) any {
 		b, _ := json.Marshal(keys) // strings always marshal
 		return string(b)

@@ -109,10 +109,53 @@ func (c *faultConn) PrepareContext(ctx context.Context, query string) (driver.St
 	if err := c.f.check(query); err != nil {
 		return nil, err
 	}
+	var st driver.Stmt
+	var err error
 	if p, ok := c.Conn.(driver.ConnPrepareContext); ok {
-		return p.PrepareContext(ctx, query)
+		st, err = p.PrepareContext(ctx, query)
+	} else {
+		st, err = c.Conn.Prepare(query)
 	}
-	return c.Conn.Prepare(query)
+	if err != nil {
+		return nil, err
+	}
+	return &faultStmt{Stmt: st, f: c.f, query: query}, nil
+}
+
+// faultStmt is a prepared statement that fails when its query matches at the time it
+// runs, not only when it was prepared: a store keeps its statements prepared.
+type faultStmt struct {
+	driver.Stmt
+	f     *Faults
+	query string
+}
+
+func (s *faultStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if err := s.f.check(s.query); err != nil {
+		return nil, err
+	}
+	if e, ok := s.Stmt.(driver.StmtExecContext); ok {
+		return e.ExecContext(ctx, args)
+	}
+	return s.Stmt.Exec(values(args)) //nolint:staticcheck // the driver has nothing newer
+}
+
+func (s *faultStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if err := s.f.check(s.query); err != nil {
+		return nil, err
+	}
+	if q, ok := s.Stmt.(driver.StmtQueryContext); ok {
+		return q.QueryContext(ctx, args)
+	}
+	return s.Stmt.Query(values(args)) //nolint:staticcheck // the driver has nothing newer
+}
+
+func values(args []driver.NamedValue) []driver.Value {
+	vs := make([]driver.Value, len(args))
+	for i, a := range args {
+		vs[i] = a.Value
+	}
+	return vs
 }
 
 func (c *faultConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {

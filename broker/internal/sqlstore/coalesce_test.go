@@ -23,7 +23,7 @@ func TestPointReadsCoalesce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), db, &Dialect{PrepareReads: true, ReadBatches: 1,
+	s, err := New(context.Background(), db, &Dialect{Prepare: true, ReadBatches: 1,
 		InList:     `IN (SELECT value FROM json_each(?))`,
 		ListArg:    func(keys []string) any { b, _ := json.Marshal(keys); return string(b) },
 		Migrations: []string{`CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)`}})

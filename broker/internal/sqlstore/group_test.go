@@ -19,7 +19,7 @@ func openGrouped(t *testing.T, savepoints bool) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), db, &Dialect{GroupCommit: true, Savepoints: savepoints, PrepareReads: true,
+	s, err := New(context.Background(), db, &Dialect{GroupCommit: true, Savepoints: savepoints, Prepare: true,
 		Migrations: []string{`CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`}})
 	if err != nil {
 		t.Fatal(err)

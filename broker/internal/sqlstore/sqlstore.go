@@ -35,9 +35,10 @@ type Dialect struct {
 	Notify string
 	// CheckWrite proves the database accepts a write without changing what it holds.
 	CheckWrite func(ctx context.Context, tx *sql.Tx) error
-	// PrepareReads keeps the reads outside transactions prepared (a driver without its
-	// own statement cache parses every query again: SQLite's).
-	PrepareReads bool
+	// Prepare keeps every statement prepared, the reads outside transactions and the
+	// transactions' own (a driver without its own statement cache parses every query
+	// again: SQLite's, where a group commit batch of 64 creates ran 320 statements).
+	Prepare bool
 	// GroupCommit queues this process's write transactions and commits those waiting
 	// together (group.go): fewer commits, syncs and round trips under a burst.
 	GroupCommit bool
@@ -88,17 +89,18 @@ type Store struct {
 	tokens   *pointReads[broker.Token]
 
 	smu   sync.Mutex
-	stmts map[string]*sql.Stmt // prepared reads, with Dialect.PrepareReads
+	stmts map[string]*sql.Stmt // prepared statements, with Dialect.Prepare
 }
 
-// maxStmts bounds the prepared reads; the list queries' filters make a few dozen shapes.
+// maxStmts bounds the prepared statements: the writes and the list queries' filters make a
+// few dozen shapes.
 const maxStmts = 256
 
-// stmt returns query prepared, or nil when the dialect does not prepare reads (or the
+// stmt returns query prepared, or nil when the dialect does not prepare (or the
 // cache is full, or preparing failed: the caller runs the query unprepared, and its error
 // is the query's own).
 func (s *Store) stmt(ctx context.Context, query string) *sql.Stmt {
-	if !s.d.PrepareReads {
+	if !s.d.Prepare {
 		return nil
 	}
 	s.smu.Lock()
@@ -257,13 +259,29 @@ func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, er
 	if err != nil {
 		return nil, err
 	}
+	if st := t.prepared(ctx, x, query); st != nil {
+		return st.ExecContext(t.ctx(ctx), args...)
+	}
 	return x.ExecContext(t.ctx(ctx), t.s.q(query), args...)
+}
+
+// prepared is query prepared for x, or nil where the dialect does not prepare: the
+// store's prepared statement, which database/sql prepares once on each connection.
+func (t tx) prepared(ctx context.Context, x *sql.Tx, query string) *sql.Stmt {
+	st := t.s.stmt(ctx, query)
+	if st == nil {
+		return nil
+	}
+	return x.StmtContext(t.ctx(ctx), st)
 }
 
 func (t tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	x, err := t.raw()
 	if err != nil {
 		return nil, err
+	}
+	if st := t.prepared(ctx, x, query); st != nil {
+		return st.QueryContext(t.ctx(ctx), args...)
 	}
 	return x.QueryContext(t.ctx(ctx), t.s.q(query), args...)
 }
@@ -280,6 +298,9 @@ func (t tx) queryRow(ctx context.Context, query string, args ...any) scanner {
 	x, err := t.raw()
 	if err != nil {
 		return errRow{err}
+	}
+	if st := t.prepared(ctx, x, query); st != nil {
+		return st.QueryRowContext(t.ctx(ctx), args...)
 	}
 	return x.QueryRowContext(t.ctx(ctx), t.s.q(query), args...)
 }
