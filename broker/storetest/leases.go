@@ -194,3 +194,43 @@ func testNamedLeasesConcurrent(t *testing.T, s broker.Store) {
 		}
 	}
 }
+
+// testClaimBuildSkip: a claim with Lease.Skip passes over the approved ext requests
+// (without an upload) of the keys it names, oldest first among the rest; requests of those
+// keys built isolated or from an upload are claimed, and so is one left building under an
+// expired lease, whatever its key.
+func testClaimBuildSkip(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	mk := func(id string, i int, key string, edit func(*broker.Request)) {
+		r := request(id, "s1", broker.StateApproved, i)
+		r.LockKey, r.Decision = key, "auto-approved"
+		if edit != nil {
+			edit(&r)
+		}
+		must(t, s.CreateRequest(ctx, r))
+	}
+	mk("k1a", 1, "k1", nil)
+	mk("k2a", 2, "k2", nil)
+	mk("k1iso", 3, "k1", func(r *broker.Request) { r.Decision = broker.DecisionApprovedIsolated })
+	mk("k1up", 4, "k1", func(r *broker.Request) { r.Upload = "foo-1.0-py3-none-any.whl" })
+	mk("k1b", 5, "k1", nil)
+	mk("none", 6, "", nil)
+	skip := func(holder string, sec int, keys ...string) broker.Lease {
+		l := lease(holder, sec)
+		l.Skip = keys
+		return l
+	}
+	for _, want := range []string{"k1iso", "k1up", "none"} {
+		wantClaim(t, s, skip("w1", 0, "k1", "k2"), want)
+	}
+	wantClaim(t, s, skip("w1", 0, "k1", "k2"), "")
+	wantClaim(t, s, skip("w1", 0, "k2"), "k1a")
+	// k1a's holder dies: past its lease it is claimed even by a claimer skipping k1.
+	wantClaim(t, s, skip("w2", 31, "k1", "k2"), "k1a")
+	wantClaim(t, s, skip("w2", 31, "k1"), "k2a")
+	for _, want := range []string{"k1iso", "k1up", "none", ""} { // expired: claimable again
+		wantClaim(t, s, skip("w2", 31, "k1"), want)
+	}
+	wantClaim(t, s, lease("w2", 31), "k1b")
+}
