@@ -18,11 +18,6 @@ type Lease struct {
 	Holder string        // unique per process: two replicas never share one
 	TTL    time.Duration // > 0
 	Now    time.Time     // the holder's clock; zero means time.Now()
-	// Skip, for ClaimBuild, is lock keys whose approved requests (built as ext layers,
-	// without an upload) the claimer leaves unclaimed: it is publishing their layer and
-	// binds them together when it lands (Store.BindApproved). Requests under an expired
-	// lease are claimable whatever their key.
-	Skip []string
 }
 
 // Until is when a lease taken or renewed now expires.
@@ -44,9 +39,8 @@ func (l Lease) At() time.Time {
 // its request to the next claimer, AcquireLease its name to the next caller. Every
 // method wraps ErrInvalid for a lease without a holder or a positive TTL.
 type Leases interface {
-	// ClaimBuild claims the oldest request that is approved (and not of a key l.Skip
-	// names), or building or built under an expired lease, and returns it building under
-	// l. Concurrent claimers never get
+	// ClaimBuild claims the oldest request that is approved, or building or built under
+	// an expired lease, and returns it building under l. Concurrent claimers never get
 	// the same request (FOR UPDATE SKIP LOCKED where the database has row locks). Taking
 	// over an expired lease appends a "resume" audit event in the same transaction. ok
 	// is false when nothing is claimable.

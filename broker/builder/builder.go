@@ -59,7 +59,6 @@ type Worker struct {
 	mu       sync.Mutex
 	ended    chan struct{}          // closed (and replaced) by RequestEnded
 	inflight map[string]*flight     // by layer tag: identical builds share one
-	skip     map[string]int         // lock keys published ahead now: their crowds wait for it
 	classes  map[string]*classified // recent classifications, by base and specs
 	c        workerCaches
 
@@ -113,7 +112,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Reclaim <= 0 {
 		cfg.Reclaim = 2 * time.Second
 	}
-	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, skip: map[string]int{}, c: newWorkerCaches()}, nil
+	return &Worker{cfg: cfg, wake: make(chan struct{}, 1), inflight: map[string]*flight{}, c: newWorkerCaches()}, nil
 }
 
 // SetNotify sets the function told after every change of a request's state (the
@@ -174,18 +173,6 @@ func (w *Worker) lease() broker.Lease {
 	return broker.Lease{Holder: w.cfg.Holder, TTL: w.cfg.Lease}
 }
 
-// claimLease is the lease a claim takes: this worker's, leaving the requests of the
-// layers it publishes ahead to the bind that follows each (publishAhead).
-func (w *Worker) claimLease() broker.Lease {
-	l := w.lease()
-	w.mu.Lock()
-	for k := range w.skip {
-		l.Skip = append(l.Skip, k)
-	}
-	w.mu.Unlock()
-	return l
-}
-
 // loop claims and processes requests while there are any, then waits to be woken, or,
 // if it reclaims, for the next Reclaim tick.
 func (w *Worker) loop(ctx context.Context, reclaims bool) {
@@ -197,7 +184,7 @@ func (w *Worker) loop(ctx context.Context, reclaims bool) {
 	}
 	for {
 		for {
-			r, ok, err := w.cfg.Store.ClaimBuild(ctx, w.claimLease())
+			r, ok, err := w.cfg.Store.ClaimBuild(ctx, w.lease())
 			if err != nil {
 				if ctx.Err() != nil {
 					return

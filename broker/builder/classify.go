@@ -216,14 +216,11 @@ func (w *Worker) classify(ctx context.Context, s broker.Session, specs []string,
 }
 
 // publishAhead starts publishing the layer of an auto-approved classification's lock l
-// (checked to fit s) in the background at once, while the request is stored: requests
-// asked meanwhile are bound without a build (BindNow) once it lands, and those stored
-// approved meanwhile wait for it unclaimed (Lease.Skip) and are bound together when it
-// lands (bindApproved), not claimed and bound one at a time by the claim loops. A build
-// that claims one anyway (the publish failed; another replica's claim loop) joins this
-// publish (publish shares one per tag, the layer's lease one across replicas) or finds
-// it done. It keeps the verdict that l fits, as a build keeps it. Only while Run runs,
-// which waits for it.
+// (checked to fit s) in the background at once, while the request is stored and claimed:
+// the build that claims it joins this publish (publish shares one per tag, the layer's
+// lease one across replicas) or finds it done, and requests asked meanwhile are bound
+// without a build (BindNow). It keeps the verdict that l fits, as a build keeps it. Only
+// while Run runs, which waits for it.
 func (w *Worker) publishAhead(s broker.Session, l *lock.Lock, key string) {
 	tag, _, err := l.Tag()
 	if err != nil {
@@ -233,38 +230,13 @@ func (w *Worker) publishAhead(s broker.Session, l *lock.Lock, key string) {
 	if _, ok := w.c.published.Get(tag); ok {
 		return
 	}
-	w.mu.Lock()
-	w.skip[key]++
-	w.mu.Unlock()
-	done := func() {
-		w.mu.Lock()
-		if w.skip[key]--; w.skip[key] <= 0 {
-			delete(w.skip, key)
-		}
-		w.mu.Unlock()
-		w.Enqueue(context.Background(), "") // what is left is claimed as usual
-	}
-	started := w.goAhead(func(ctx context.Context) {
-		defer done()
+	w.goAhead(func(ctx context.Context) {
 		ctx, cancel := context.WithTimeout(ctx, classifyTimeout)
 		defer cancel()
-		desc, err := w.publish(ctx, tag, l)
-		if err != nil {
-			if ctx.Err() == nil {
-				w.cfg.Logger.Warn("publishing an approved layer ahead of its build (the build tries again)", "tag", tag, "err", err)
-			}
-			return
+		if _, err := w.publish(ctx, tag, l); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("publishing an approved layer ahead of its build (the build tries again)", "tag", tag, "err", err)
 		}
-		kind := broker.KindExt
-		if l.Kind == lock.KindIso {
-			kind = broker.KindIso
-		}
-		w.bindApproved(ctx, broker.PublishedLayer{Base: s.Base, Interpreter: s.Interpreter, LockKey: key,
-			Kind: kind, Digest: desc.Digest.String(), Ref: w.cfg.Repo.Name() + "@" + desc.Digest.String()})
 	})
-	if !started {
-		done()
-	}
 }
 
 func isBaseConflict(err error) bool {

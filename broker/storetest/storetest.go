@@ -41,7 +41,6 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"PruneAudit", testPruneAudit},
 		{"ClaimBuild", testClaimBuild},
 		{"ClaimBuildConcurrent", testClaimBuildConcurrent},
-		{"ClaimBuildSkip", testClaimBuildSkip},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseRenew", testLeaseRenew},
 		{"LeaseFinish", testLeaseFinish},

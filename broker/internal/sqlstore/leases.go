@@ -33,28 +33,11 @@ func (s *Store) ClaimBuild(ctx context.Context, l broker.Lease) (broker.Request,
 	now := l.At()
 	var r broker.Request
 	found := false
-	cond, args := claimable, []any{now.UnixNano()}
-	if len(l.Skip) > 0 && s.d.InList != "" {
-		// The approved requests of a layer the claimer publishes wait for it (Lease.Skip).
-		cond = `(state = 'approved' AND NOT (upload = '' AND decision <> ? AND lock_key ` + s.d.InList + `)
-			OR (state IN ('building', 'built') AND lease_until < ?))`
-		args = []any{broker.DecisionApprovedIsolated, s.d.ListArg(l.Skip), now.UnixNano()}
-	}
-	// A read first, outside any transaction: most claims find nothing (every new request
-	// wakes every claim loop), and a write transaction would queue them in the group
-	// commit, where a batch with a statement of its own cannot go as one pipeline.
-	var one int
-	switch err := s.queryRow(ctx, `SELECT 1 FROM requests WHERE `+cond+` LIMIT 1`, args...).Scan(&one); {
-	case errors.Is(err, sql.ErrNoRows):
-		return broker.Request{}, false, nil
-	case err != nil:
-		return broker.Request{}, false, fmt.Errorf("claiming a build: %w", err)
-	}
 	err := s.inTx(ctx, func(t tx) error {
 		var id, state, holder string
 		var until int64
-		err := t.queryRow(ctx, `SELECT id, state, lease_holder, lease_until FROM requests WHERE `+cond+`
-			ORDER BY created, id LIMIT 1`+s.d.SkipLocked, args...).Scan(&id, &state, &holder, &until)
+		err := t.queryRow(ctx, `SELECT id, state, lease_holder, lease_until FROM requests WHERE `+claimable+`
+			ORDER BY created, id LIMIT 1`+s.d.SkipLocked, now.UnixNano()).Scan(&id, &state, &holder, &until)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
