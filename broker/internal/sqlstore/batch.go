@@ -1,6 +1,10 @@
 package sqlstore
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/pylayer/pylayer/broker"
+)
 
 // later is the rows the writes of a group commit's batch append, inserted together at
 // the batch's end (deferred): requests first, then classifications, bindings and audit
@@ -71,17 +75,34 @@ func insertMany(out []deferredStmt, what, into string, rows [][]any) []deferredS
 	return out
 }
 
+// classifiedText is where classifyMany's text columns are in a row of requestArgs (which
+// follows requestCols): id 0, session_id 1, state 4, decision 5, reasons 6, packages 8,
+// lock_key 9, digest 10, error 11; isolated is 7 and updated 14.
+var classifiedText = [...]int{0, 1, 4, 5, 6, 8, 9, 10, 11}
+
+// textArg is a text argument of requestArgs as a string.
+func textArg(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case broker.State:
+		return string(v)
+	}
+	return fmt.Sprint(v)
+}
+
 // classifyMany is the batch's classifications in one statement, Dialect.ClassifyMany,
 // whose parameters are one array per column (id, session_id, state, decision, reasons,
 // isolated, packages, lock_key, digest, error, updated) and the count it must change.
 func classifyMany(query string, rows [][]any) deferredStmt {
-	text := make([][]string, 9) // id, session_id, state .. reasons, packages .. error
-	var iso, updated []int64
+	text := make([][]string, len(classifiedText))
+	for i := range text {
+		text[i] = make([]string, 0, len(rows))
+	}
+	iso, updated := make([]int64, 0, len(rows)), make([]int64, 0, len(rows))
 	for _, r := range rows {
-		// r follows requestCols: id 0, session_id 1, state 4, decision 5, reasons 6,
-		// isolated 7, packages 8, lock_key 9, digest 10, error 11, updated 14.
-		for i, c := range []int{0, 1, 4, 5, 6, 8, 9, 10, 11} {
-			text[i] = append(text[i], fmt.Sprint(r[c]))
+		for i, c := range classifiedText {
+			text[i] = append(text[i], textArg(r[c]))
 		}
 		iso = append(iso, int64(r[7].(int)))
 		updated = append(updated, r[14].(int64))

@@ -80,7 +80,7 @@ func (s *Store) Bindings(ctx context.Context, sessionID string) ([]broker.Bindin
 	if err != nil {
 		return nil, fmt.Errorf("listing bindings of session %q: %w", sessionID, err)
 	}
-	return collect(rows, fmt.Sprintf("listing bindings of session %q", sessionID), func(sc interface{ Scan(...any) error }) (broker.Binding, error) {
+	return collect(rows, fmt.Sprintf("listing bindings of session %q", sessionID), func(sc scanner) (broker.Binding, error) {
 		var b broker.Binding
 		var created int64
 		err := sc.Scan(&b.SessionID, &b.Kind, &b.Digest, &b.Ref, &b.RequestID, &created)

@@ -37,13 +37,19 @@ const readTimeout = 30 * time.Second
 // pointReads coalesces the reads of one kind of row by key.
 type pointReads[T any] struct {
 	what    string // what a row is, for errors
-	query   string // SELECT ... FROM ... WHERE key (the dialect's InList is appended)
-	scan    func(sc interface{ Scan(...any) error }) (T, error)
+	one     string // the query of one key, bound to ?
+	many    string // the query of a list of keys, bound to one parameter (Dialect.ListArg)
+	scan    func(sc scanner) (T, error)
 	key     func(T) string
 	mu      sync.Mutex
 	queue   []*pointRead[T]
 	running int
 	queries atomic.Int64 // queries run, for tests
+}
+
+// newPointReads reads rows with sel ("SELECT ... FROM ... WHERE key"), each keyed by key.
+func newPointReads[T any](d *Dialect, what, sel string, scan func(scanner) (T, error), key func(T) string) *pointReads[T] {
+	return &pointReads[T]{what: what, one: sel + ` = ?`, many: sel + ` ` + d.InList, scan: scan, key: key}
 }
 
 type pointRead[T any] struct {
@@ -158,9 +164,9 @@ func (p *pointReads[T]) read(ctx context.Context, s *Store, batch []*pointRead[T
 	var rs *sql.Rows
 	var err error
 	if len(keys) == 1 {
-		rs, err = s.query(ctx, p.query+` = ?`, keys[0])
+		rs, err = s.query(ctx, p.one, keys[0])
 	} else {
-		rs, err = s.query(ctx, p.query+` `+s.d.InList, s.d.ListArg(keys))
+		rs, err = s.query(ctx, p.many, s.d.ListArg(keys))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading %s: %w", p.what, err)

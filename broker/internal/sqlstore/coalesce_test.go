@@ -39,13 +39,12 @@ func TestPointReadsCoalesce(t *testing.T) {
 	}
 	release := make(chan struct{})
 	var once sync.Once
-	p := &pointReads[kv]{what: "kv", query: `SELECT k, v FROM kv WHERE k`, key: func(x kv) string { return x.k }}
-	p.scan = func(sc interface{ Scan(...any) error }) (kv, error) {
+	p := newPointReads(s.d, "kv", `SELECT k, v FROM kv WHERE k`, func(sc scanner) (kv, error) {
 		var x kv
 		err := sc.Scan(&x.k, &x.v)
 		once.Do(func() { <-release }) // the first batch holds until the others queue
 		return x, err
-	}
+	}, func(x kv) string { return x.k })
 	ctx := context.Background()
 	got := make([]kv, n+1)
 	found := make([]bool, n+1)

@@ -158,7 +158,7 @@ func (s *Store) AuditEvents(ctx context.Context, f broker.AuditFilter) ([]broker
 	return collect(rows, "reading the audit log", scanAudit)
 }
 
-func scanAudit(sc interface{ Scan(...any) error }) (broker.AuditEvent, error) {
+func scanAudit(sc scanner) (broker.AuditEvent, error) {
 	var e broker.AuditEvent
 	var tm int64
 	var pkgs string

@@ -51,7 +51,7 @@ func requestArgs(r *broker.Request) ([]any, error) {
 		r.LockKey, r.Digest, r.Error, r.Approver, nanos(r.Created), nanos(r.Updated)}, nil
 }
 
-func scanRequest(sc interface{ Scan(...any) error }) (broker.Request, error) {
+func scanRequest(sc scanner) (broker.Request, error) {
 	var r broker.Request
 	var specs, reasons, pkgs string
 	var iso int

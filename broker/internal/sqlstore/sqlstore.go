@@ -159,12 +159,12 @@ func New(ctx context.Context, db *sql.DB, d *Dialect) (*Store, error) {
 // for the pool of 16, 25 s in all, most of a request's create). Close closes both.
 func NewSplit(ctx context.Context, reads, writes *sql.DB, d *Dialect) (*Store, error) {
 	s := &Store{db: reads, w: writes, d: d, bound: map[string]string{},
-		sessions: &pointReads[broker.Session]{what: "sessions", query: `SELECT ` + sessionCols + ` FROM sessions WHERE id`,
-			scan: scanSession, key: func(se broker.Session) string { return se.ID }},
-		requests: &pointReads[broker.Request]{what: "requests", query: `SELECT ` + requestCols + ` FROM requests WHERE id`,
-			scan: scanRequest, key: func(r broker.Request) string { return r.ID }},
-		tokens: &pointReads[broker.Token]{what: "tokens", query: `SELECT hash, role, subject, created FROM tokens WHERE hash`,
-			scan: scanToken, key: func(t broker.Token) string { return t.Hash }},
+		sessions: newPointReads(d, "sessions", `SELECT `+sessionCols+` FROM sessions WHERE id`, scanSession,
+			func(se broker.Session) string { return se.ID }),
+		requests: newPointReads(d, "requests", `SELECT `+requestCols+` FROM requests WHERE id`, scanRequest,
+			func(r broker.Request) string { return r.ID }),
+		tokens: newPointReads(d, "tokens", `SELECT hash, role, subject, created FROM tokens WHERE hash`, scanToken,
+			func(t broker.Token) string { return t.Hash }),
 	}
 	if err := s.migrate(ctx); err != nil {
 		return nil, err
@@ -254,39 +254,43 @@ func (t tx) raw() (*sql.Tx, error) {
 	return h.tx, h.err
 }
 
-func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+// stmt returns the transaction, begun now if it was not, and query prepared for it
+// where the dialect prepares (the store's statement, which database/sql prepares once on
+// each connection), or nil: then the caller runs query on the transaction itself.
+func (t tx) stmt(ctx context.Context, query string) (*sql.Tx, *sql.Stmt, error) {
 	x, err := t.raw()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if st := t.prepared(ctx, x, query); st != nil {
+	if st := t.s.stmt(ctx, query); st != nil {
+		return x, x.StmtContext(t.ctx(ctx), st), nil
+	}
+	return x, nil, nil
+}
+
+func (t tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	x, st, err := t.stmt(ctx, query)
+	switch {
+	case err != nil:
+		return nil, err
+	case st != nil:
 		return st.ExecContext(t.ctx(ctx), args...)
 	}
 	return x.ExecContext(t.ctx(ctx), t.s.q(query), args...)
 }
 
-// prepared is query prepared for x, or nil where the dialect does not prepare: the
-// store's prepared statement, which database/sql prepares once on each connection.
-func (t tx) prepared(ctx context.Context, x *sql.Tx, query string) *sql.Stmt {
-	st := t.s.stmt(ctx, query)
-	if st == nil {
-		return nil
-	}
-	return x.StmtContext(t.ctx(ctx), st)
-}
-
 func (t tx) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	x, err := t.raw()
-	if err != nil {
+	x, st, err := t.stmt(ctx, query)
+	switch {
+	case err != nil:
 		return nil, err
-	}
-	if st := t.prepared(ctx, x, query); st != nil {
+	case st != nil:
 		return st.QueryContext(t.ctx(ctx), args...)
 	}
 	return x.QueryContext(t.ctx(ctx), t.s.q(query), args...)
 }
 
-// scanner is a row to scan: *sql.Row, or errRow.
+// scanner is a row to scan: *sql.Row, *sql.Rows, or errRow.
 type scanner interface{ Scan(...any) error }
 
 // errRow is a row whose Scan fails with err.
@@ -295,11 +299,11 @@ type errRow struct{ err error }
 func (r errRow) Scan(...any) error { return r.err }
 
 func (t tx) queryRow(ctx context.Context, query string, args ...any) scanner {
-	x, err := t.raw()
-	if err != nil {
+	x, st, err := t.stmt(ctx, query)
+	switch {
+	case err != nil:
 		return errRow{err}
-	}
-	if st := t.prepared(ctx, x, query); st != nil {
+	case st != nil:
 		return st.QueryRowContext(t.ctx(ctx), args...)
 	}
 	return x.QueryRowContext(t.ctx(ctx), t.s.q(query), args...)
@@ -475,7 +479,7 @@ func (s *Store) CreateSession(ctx context.Context, se broker.Session, audit ...b
 
 const sessionCols = `id, owner, created, interpreter, base, base_lock, version`
 
-func scanSession(sc interface{ Scan(...any) error }) (broker.Session, error) {
+func scanSession(sc scanner) (broker.Session, error) {
 	var se broker.Session
 	var created int64
 	if err := sc.Scan(&se.ID, &se.Owner, &created, &se.Interpreter, &se.Base, &se.BaseLock, &se.Version); err != nil {
@@ -501,7 +505,7 @@ func (s *Store) GetSession(ctx context.Context, id string) (broker.Session, erro
 }
 
 // collect scans every row with scan and closes rows; errors say what was being listed.
-func collect[T any](rows *sql.Rows, what string, scan func(sc interface{ Scan(...any) error }) (T, error)) ([]T, error) {
+func collect[T any](rows *sql.Rows, what string, scan func(sc scanner) (T, error)) ([]T, error) {
 	defer rows.Close()
 	var out []T
 	for rows.Next() {
@@ -576,7 +580,7 @@ func (s *Store) GetToken(ctx context.Context, hash string) (broker.Token, error)
 	return tok, nil
 }
 
-func scanToken(sc interface{ Scan(...any) error }) (broker.Token, error) {
+func scanToken(sc scanner) (broker.Token, error) {
 	var tok broker.Token
 	var created int64
 	if err := sc.Scan(&tok.Hash, &tok.Role, &tok.Subject, &created); err != nil {
