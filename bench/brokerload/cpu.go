@@ -75,10 +75,13 @@ func (gs cpuGroups) report(a, b []time.Duration) string {
 // treeCPU is the CPU time of pid's threads and of its children's.
 func treeCPU(pid int) time.Duration {
 	d := threadsCPU(pid)
-	kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
-	for _, k := range strings.Fields(string(kids)) {
-		if c, err := strconv.Atoi(k); err == nil {
-			d += threadsCPU(c)
+	lists, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid)) // each thread's own
+	for _, l := range lists {
+		kids, _ := os.ReadFile(l)
+		for _, k := range strings.Fields(string(kids)) {
+			if c, err := strconv.Atoi(k); err == nil {
+				d += threadsCPU(c)
+			}
 		}
 	}
 	return d
