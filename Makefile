@@ -23,9 +23,15 @@ all: build
 # CGO_ENABLED=0: a static binary starts without the dynamic loader and libc (~0.35 ms of
 # every command, `run` and `--version` included), and looks users up in /etc/passwd and
 # /etc/group itself; nothing in pylayer needs cgo (its SQLite is pure Go).
+#
+# Two binaries from one main: bin/pylayer, the front end (-tags lean: run, exec and shell,
+# which sessions call on every step, without the signing, SQLite, PostgreSQL and YAML code
+# whose package init would cost ~2 ms of each start), and bin/pylayer-full, every command,
+# to which the front end hands every other command line. Install them side by side.
 build:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/pylayer ./cmd/pylayer
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/pylayer-full ./cmd/pylayer
+	CGO_ENABLED=0 $(GO) build -tags lean -o $(BIN)/pylayer ./cmd/pylayer
 
 # deps installs what is missing, and nothing when all is there: Debian's packages, the .deb
 # files the fixtures repack (into $(DEBS)) and axe-core (into $(TOOLS)/axe-core) for the web
@@ -55,6 +61,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags lean ./cmd/pylayer ./internal/cli
 
 # Every test: unit tests, fuzz seed corpora, and the end-to-end suites against real pip,
 # real Debian wheels and real servers on 127.0.0.1, all under the race detector.

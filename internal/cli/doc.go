@@ -8,4 +8,8 @@
 // layers/resolve, publishing from publish, pulls and trust from registry,
 // what a sandbox runs on (pull-verify-hold, iso replacing base) from assemble, sessions from
 // sandbox, the broker from broker and broker/builder.
+//
+// cmd/pylayer builds two binaries from it: the full one, with every command, and with
+// -tags lean the front end, with only the commands front.go names; the front end hands
+// any other command line to the full binary beside it (front.go says why).
 package cli

@@ -27,17 +27,16 @@ type globals struct {
 // New returns the pylayer command tree; run it with ExecuteContext.
 func New() *cobra.Command { return newTree("") }
 
-// commands are the root's subcommands, in the order help lists them, each with the
-// constructor that builds it.
-var commands = []struct {
-	name string
-	new  func(*globals) *cobra.Command
-}{
-	{"index", newIndexCmd}, {"lock", newLockCmd}, {"build", newBuildCmd}, {"publish", newPublishCmd},
-	{"pull", newPullCmd}, {"verify", newVerifyCmd}, {"keygen", newKeygenCmd}, {"ls", newLsCmd},
-	{"gc", newGCCmd}, {"doctor", newDoctorCmd}, {"run", newRunCmd}, {"ensure", newEnsureCmd},
-	{"interpreter", newInterpreterCmd}, {"serve", newServeCmd}, {"token", newTokenCmd},
-	{"export", newExportCmd}, {"sbom", newSbomCmd}, {"exec", newExecCmd}, {"shell", newShellCmd},
+// errFull is what the front end (front.go) returns for a command line that only the full
+// binary can serve; Main then hands the whole command line to it.
+var errFull = errors.New("needs the full pylayer binary")
+
+// served reports whether root, the command tree of this binary, has the command args
+// name: the full binary has every command; the front end only its own, and help,
+// completion and unknown names go to the full binary, which lists and checks them all.
+func served(root *cobra.Command, args []string) bool {
+	c, _, err := root.Find(args)
+	return err == nil && c != root
 }
 
 // newTree returns the root with every subcommand, or with only the one named only when
@@ -144,12 +143,17 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		first = args[0]
 	}
 	root := newTree(first)
+	if lean && !served(root, args) {
+		return forward(args, stderr)
+	}
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	err := root.ExecuteContext(ctx)
 	var code ExitCode
 	switch {
+	case lean && errors.Is(err, errFull):
+		return forward(args, stderr)
 	case errors.As(err, &code):
 		return int(code)
 	case err == nil:

@@ -11,7 +11,6 @@ import (
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/client"
-	"github.com/pylayer/pylayer/broker/stores"
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/sandbox"
@@ -220,20 +219,6 @@ func sessionRefs(cmd *cobra.Command, f *runFlags) (string, []string, error) {
 		as.Bindings = append(as.Bindings, assemble.Binding{Kind: lock.Kind(b.Kind), Ref: b.Ref})
 	}
 	return as.Refs(f.repo)
-}
-
-func sessionFromDB(cmd *cobra.Command, db, id string) (broker.Session, []broker.Binding, error) {
-	store, err := stores.Open(cmd.Context(), db)
-	if err != nil {
-		return broker.Session{}, nil, err
-	}
-	defer store.Close()
-	s, err := store.GetSession(cmd.Context(), id)
-	if err != nil {
-		return s, nil, fmt.Errorf("session %s: %w", id, err)
-	}
-	bs, err := store.Bindings(cmd.Context(), s.ID)
-	return s, bs, err
 }
 
 // sessionFromBroker asks the broker for the session's env with the token in $PYLAYER_TOKEN

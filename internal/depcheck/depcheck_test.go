@@ -173,3 +173,49 @@ func TestRules(t *testing.T) {
 		}
 	}
 }
+
+// heavy are the packages the front end (cmd/pylayer built with -tags lean) must not link:
+// their package init runs before main on every start, and only commands it hands to the
+// full binary use them (stores, signing at publish, the catalog's YAML, SBOMs, builds).
+var heavy = []string{
+	"modernc.org/", "github.com/jackc/", "go.yaml.in/", "gopkg.in/yaml", "github.com/sigstore/",
+	module + "broker/stores", module + "broker/sqlite", module + "broker/postgres", module + "broker/sqlstore",
+	module + "broker/builder", module + "catalog", module + "publish", module + "oci/sbom",
+}
+
+// deps lists every package the main package links with the build tags given.
+func deps(t *testing.T, tags string) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "list", "-deps", "-tags", tags, module+"cmd/pylayer")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -deps -tags %q: %v\n%s", tags, err, stderr.String())
+	}
+	return strings.Fields(string(out))
+}
+
+// TestFrontEndIsLean: the front end links none of the heavy packages, while the full binary,
+// listed the same way, does (so that a list that finds nothing cannot pass).
+func TestFrontEndIsLean(t *testing.T) {
+	linked := func(pkgs []string, h string) bool {
+		return slices.ContainsFunc(pkgs, func(p string) bool { return p == h || strings.HasPrefix(p, h) })
+	}
+	lean, full := deps(t, "lean"), deps(t, "")
+	for _, h := range heavy {
+		if linked(lean, h) {
+			t.Errorf("the front end (-tags lean) links %s", h)
+		}
+	}
+	for _, h := range []string{"modernc.org/sqlite", "github.com/jackc/pgx/v5", module + "catalog", module + "publish"} {
+		if !linked(full, h) {
+			t.Errorf("the full binary does not link %s: is the list right?", h)
+		}
+	}
+	if !linked(lean, module+"sandbox") || !linked(lean, module+"assemble") {
+		t.Error("the front end links no sandbox or assemble: it cannot run a session")
+	}
+}

@@ -78,8 +78,9 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
-// pylayer builds ./cmd/pylayer once per run and returns the binary's path. With
-// $PYLAYER_E2E_BIN set, the suites test that binary instead of building one.
+// pylayer builds ./cmd/pylayer once per run, the front end and the full binary, and
+// returns the front end's path. With $PYLAYER_E2E_BIN set, the suites test that binary
+// (with its pylayer-full beside it) instead of building them.
 func pylayer(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -95,11 +96,17 @@ func pylayer(t testing.TB) string {
 			binErr = err
 			return
 		}
+		// As make build installs them: the front end (run, exec, shell) as pylayer, and
+		// the full binary beside it, to which the front end hands every other command.
 		binPath = filepath.Join(scratch, "pylayer")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/pylayer")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/pylayer: %v\n%s", err, out)
+		for _, b := range [][]string{{"-tags", "lean", "-o", binPath}, {"-o", filepath.Join(scratch, "pylayer-full")}} {
+			cmd := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/pylayer")...)
+			cmd.Dir = root
+			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				binErr = fmt.Errorf("go build %s ./cmd/pylayer: %v\n%s", strings.Join(b, " "), err, out)
+				return
+			}
 		}
 	})
 	if binErr != nil {

@@ -1,0 +1,58 @@
+//go:build lean
+
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/pylayer/pylayer/broker"
+	"github.com/spf13/cobra"
+)
+
+// The front end (built with -tags lean, installed as pylayer) holds only the commands
+// an agent's session calls on every step: run, and exec and shell on a warm session.
+// Go runs the package initialisation of everything a binary links before main, and the
+// full command tree links the signing, SQLite, PostgreSQL and YAML code, which took
+// about 2 ms of every start of every command (GODEBUG=inittrace=1). Every other command
+// line is handed, unchanged, to the full binary beside it (FullName), which holds every
+// command, these three included: run --session --db needs a store, which the front end
+// has not linked.
+const lean = true
+
+// FullName is the name of the full binary, which the front end executes beside itself.
+const FullName = "pylayer-full"
+
+var commands = []struct {
+	name string
+	new  func(*globals) *cobra.Command
+}{
+	{"run", newRunCmd}, {"exec", newExecCmd}, {"shell", newShellCmd},
+}
+
+// sessionFromDB reads a session from the broker's store, which only the full binary
+// links: Main hands the command line over when it sees errFull.
+func sessionFromDB(*cobra.Command, string, string) (broker.Session, []broker.Binding, error) {
+	return broker.Session{}, nil, errFull
+}
+
+// forward replaces this process with the full binary, run on the same arguments and
+// environment. It returns only when that fails, with Main's exit status.
+func forward(args []string, stderr io.Writer) int {
+	exe, err := os.Executable()
+	if err == nil {
+		full := filepath.Join(filepath.Dir(exe), FullName)
+		argv0 := "pylayer"
+		if len(os.Args) > 0 {
+			argv0 = os.Args[0]
+		}
+		err = syscall.Exec(full, append([]string{argv0}, args...), os.Environ())
+		err = fmt.Errorf("%s: %w", full, err)
+	}
+	fmt.Fprintf(stderr, "pylayer: this command is in the full pylayer binary, which could not be run: %v\n"+
+		"  (this pylayer is the front end for run, exec and shell: install %s beside it, as make build does)\n", err, FullName)
+	return 1
+}
