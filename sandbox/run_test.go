@@ -130,6 +130,37 @@ print(json.dumps(out))`
 	}
 }
 
+// TestRunOwnSitecustomize: the guard's sitecustomize hands over to the interpreter's own
+// (here a layer's, which a pip install would have put in site-packages): it runs once, is
+// the module the name imports afterwards, and pip stays refused.
+func TestRunOwnSitecustomize(t *testing.T) {
+	testenv.Integration(t, "bwrap")
+	base := makeLayer(t, map[string]string{
+		"site-packages/sitecustomize.py": "import builtins\nbuiltins.OWN_RUNS = getattr(builtins, 'OWN_RUNS', 0) + 1",
+	})
+	const code = `import builtins, json, sys, sitecustomize
+try:
+    import pip; refused = False
+except ImportError: refused = True
+print(json.dumps({"runs": getattr(builtins, "OWN_RUNS", 0), "module": sitecustomize.__file__,
+                  "pip_refused": refused, "importlib_util": "importlib.util" in sys.modules}))`
+	res := run(t, Spec{Layers: []Layer{{Root: base, Kind: KindBase}}, Command: py(code)}, RunOptions{})
+	if res.ExitCode != 0 || len(res.Stderr) != 0 {
+		t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(res.Stdout, &got); err != nil {
+		t.Fatalf("%v: %s", err, res.Stdout)
+	}
+	want := map[string]any{"runs": 1.0, "module": "/opt/pylayer/layers/0-base/site-packages/sitecustomize.py",
+		"pip_refused": true, "importlib_util": false}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %v, want %v", k, got[k], v)
+		}
+	}
+}
+
 func TestRunContainment(t *testing.T) {
 	testenv.Integration(t, "bwrap")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -6,7 +6,6 @@
 # own site directories (where pip would have installed them) and processes their
 # .pth files as site.addsitedir does for site-packages. Then the interpreter's own
 # sitecustomize, if any, runs.
-import importlib.machinery
 import os
 import site
 import sys
@@ -21,15 +20,23 @@ def _pylayer_setup():
     sys.path[:] = rest[:at] + layers + rest[at:]
     for d in layers:
         site.addsitedir(d)
+    # The interpreter's own sitecustomize, if any, is imported by name with this
+    # directory out of the path. importlib.util and importlib.machinery are not
+    # used: importing them (and warnings, which they import) cost 2-4 ms of every
+    # interpreter start. The import lock of this module is re-entrant.
     here = os.path.dirname(os.path.abspath(__file__))
-    others = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", others)
-    if spec is not None and spec.loader is not None:
-        # Imported only now: importlib.util costs a few ms of every interpreter start.
-        from importlib.util import module_from_spec
-
-        mod = module_from_spec(spec)
-        spec.loader.exec_module(mod)
+    path = sys.path[:]
+    sys.path[:] = [p for p in path if os.path.abspath(p or ".") != here]
+    mine = sys.modules.pop("sitecustomize", None)
+    try:
+        import sitecustomize  # noqa: F401
+    except ImportError as e:
+        if e.name != "sitecustomize":
+            raise
+    finally:
+        sys.path[:] = path
+        if "sitecustomize" not in sys.modules and mine is not None:
+            sys.modules["sitecustomize"] = mine
 
 
 _pylayer_setup()
