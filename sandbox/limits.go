@@ -20,9 +20,10 @@ const (
 // negative one is refused. Core dumps are always off.
 //
 // This host's kernel does not delegate a cgroup v2 subtree to pylayer, so the
-// limits are rlimits, which Run sets on the sandbox's first process after bwrap
-// has made its user namespace and before the command starts (--info-fd and
-// --block-fd), and tmpfs sizes, which bwrap sets (--size):
+// limits are rlimits, which the session's first program (Prlimit) sets on itself
+// before it runs the command (prlimit(2) on the sandbox's process from outside is
+// refused: root here lacks CAP_SYS_RESOURCE, and bwrap runs as another user), and
+// tmpfs sizes, which bwrap sets (--size):
 //
 //   - Processes is RLIMIT_NPROC. The kernel counts it per user namespace, so it
 //     caps the processes and threads of this session alone, not the host user's.
