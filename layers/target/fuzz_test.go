@@ -3,6 +3,7 @@ package target
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
 	"testing"
 )
 
@@ -112,6 +113,45 @@ func FuzzParseVersions(f *testing.F) {
 		f := probeFacts{SysconfigPlat: "linux-x86_64", Glibc: &s, MuslLoaderOutput: &s}
 		if p, err := f.platforms(); err == nil && (len(p) == 0 || len(p) > maxPlatforms) {
 			t.Fatalf("%q: %d platforms", s, len(p))
+		}
+	})
+}
+
+// The patterns the hand-written matchers of the platform floor, the platform tags and
+// python_full stand for.
+var (
+	floorPattern      = regexp.MustCompile(`^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$`)
+	platformPattern   = regexp.MustCompile(`^(?:manylinux_2_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_1_[0-9]+|linux)_([a-z0-9_]+)$`)
+	pythonFullPattern = regexp.MustCompile(`^3\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?\+?$`)
+)
+
+// FuzzPlatformMatchers: matchFloor, platformArch and pythonFullMinor give exactly what
+// their patterns give, on any string.
+func FuzzPlatformMatchers(f *testing.F) {
+	for _, s := range []string{
+		"manylinux_2_28_x86_64", "musllinux_1_2_aarch64", "manylinux_2_1_7_x86", "manylinux1_x86_64",
+		"manylinux2010_i686", "manylinux2014_x86_64", "linux_x86_64", "linux_", "manylinux_2__x86",
+		"manylinux_02_017_x86_64", "musllinux_1_", "manylinux_2_28_X86", "manylinux_2_28_x86\xff",
+		"3.11.7", "3.11.7+", "3.11.7rc1", "3.11.7rc1+", "3.11.7++", "3.11.7a", "3.11", "3.11.",
+		"3..7", "3.011.7b2", "3.11.7+rc1", "3.11.7rc+1", "4.11.7", "3.11.7\n", "",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		kind, major, minor, arch, ok := matchFloor(s)
+		if m := floorPattern.FindStringSubmatch(s); (m != nil) != ok || (ok && (m[1] != kind || m[2] != major || m[3] != minor || m[4] != arch)) {
+			t.Errorf("matchFloor(%q) = %q %q %q %q %v, the pattern %q", s, kind, major, minor, arch, ok, m)
+		}
+		want := ""
+		if m := platformPattern.FindStringSubmatch(s); m != nil {
+			want = m[1]
+		}
+		if got := platformArch(s); got != want {
+			t.Errorf("platformArch(%q) = %q, the pattern %q", s, got, want)
+		}
+		pm, pok := pythonFullMinor(s)
+		if m := pythonFullPattern.FindStringSubmatch(s); (m != nil) != pok || (pok && m[1] != pm) {
+			t.Errorf("pythonFullMinor(%q) = %q %v, the pattern %q", s, pm, pok, m)
 		}
 	})
 }

@@ -40,7 +40,48 @@ type floor struct {
 	arch         string
 }
 
-var floorRE = lazyre.New(`^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$`)
+// matchFloor matches `^(manylinux|musllinux)_([0-9]+)_([0-9]+)_([a-z0-9_]+)$`, returning
+// the groups, without a regular expression: every run validates its layers' targets, and
+// compiling the pattern cost more than the rest of the check (FuzzPlatformMatchers holds
+// the two to the pattern).
+func matchFloor(s string) (kind, major, minor, arch string, ok bool) {
+	for _, k := range []string{"manylinux", "musllinux"} {
+		rest, found := strings.CutPrefix(s, k+"_")
+		if !found {
+			continue
+		}
+		if major, rest, found = cutDigits(rest); !found {
+			return "", "", "", "", false
+		}
+		if minor, rest, found = cutDigits(rest); !found || !isArchName(rest) {
+			return "", "", "", "", false
+		}
+		return k, major, minor, rest, true
+	}
+	return "", "", "", "", false
+}
+
+// cutDigits cuts a run of one or more ASCII digits and the "_" after it off s.
+func cutDigits(s string) (digits, rest string, ok bool) {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	if i == 0 || i == len(s) || s[i] != '_' {
+		return "", "", false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// isArchName reports whether s matches [a-z0-9_]+.
+func isArchName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' {
+			return false
+		}
+	}
+	return s != ""
+}
 
 const platformWant = "want manylinux_2_N_ARCH, musllinux_1_N_ARCH or linux_ARCH"
 
@@ -81,13 +122,12 @@ func parseFloor(s string) (floor, error) {
 				ErrInvalidPlatform, s, platformWant, strings.TrimSuffix(l, "_"), v, strings.TrimPrefix(s, l))
 		}
 	}
-	m := floorRE().FindStringSubmatch(s)
-	if m == nil {
+	kind, majorS, minorS, arch, ok := matchFloor(s)
+	if !ok {
 		return floor{}, fmt.Errorf("%w: %q: %s", ErrInvalidPlatform, s, platformWant)
 	}
-	kind, arch := m[1], m[4]
-	major, ok1 := canonicalInt(m[2])
-	minor, ok2 := canonicalInt(m[3])
+	major, ok1 := canonicalInt(majorS)
+	minor, ok2 := canonicalInt(minorS)
 	if !ok1 || !ok2 {
 		return floor{}, fmt.Errorf("%w: %q: versions must be plain decimal numbers", ErrInvalidPlatform, s)
 	}
@@ -180,16 +220,23 @@ func musllinuxPlatforms(arch string, major, minor int) []string {
 	return out
 }
 
-var platformTagRE = lazyre.New(`^(?:manylinux_2_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_1_[0-9]+|linux)_([a-z0-9_]+)$`)
-
-// platformArch returns the architecture of a Linux platform tag, or "" if s is
-// not one.
+// platformArch returns the architecture of a Linux platform tag, or "" if s is not one:
+// the group of `^(?:manylinux_2_[0-9]+|manylinux1|manylinux2010|manylinux2014|musllinux_1_[0-9]+|linux)_([a-z0-9_]+)$`,
+// without a regular expression (see matchFloor).
 func platformArch(s string) string {
-	m := platformTagRE().FindStringSubmatch(s)
-	if m == nil {
-		return ""
+	for _, p := range []string{"manylinux1_", "manylinux2010_", "manylinux2014_", "linux_"} {
+		if rest, ok := strings.CutPrefix(s, p); ok && isArchName(rest) {
+			return rest
+		}
 	}
-	return m[1]
+	for _, p := range []string{"manylinux_2_", "musllinux_1_"} {
+		if rest, ok := strings.CutPrefix(s, p); ok {
+			if _, arch, ok := cutDigits(rest); ok && isArchName(arch) {
+				return arch
+			}
+		}
+	}
+	return ""
 }
 
 var glibcRE = lazyre.New(`^([0-9]+)\.([0-9]+)`)

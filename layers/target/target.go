@@ -55,10 +55,42 @@ type Target struct {
 	Markers        map[string]string `json:"markers"`        // full PEP 508 marker environment (MarkerKeys)
 }
 
-var (
-	pythonFlagRE = lazyre.New(`^3\.([0-9]+)(?:\.([0-9]+))?$`)
-	pythonFullRE = lazyre.New(`^3\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?\+?$`)
-)
+var pythonFlagRE = lazyre.New(`^3\.([0-9]+)(?:\.([0-9]+))?$`)
+
+// pythonFullMinor returns the minor version of a python_full value, the first group of
+// `^3\.([0-9]+)\.([0-9]+)(?:(?:a|b|rc)[0-9]+)?\+?$`, without a regular expression (every
+// run validates its layers' targets; FuzzPlatformMatchers holds it to the pattern).
+func pythonFullMinor(s string) (string, bool) {
+	rest, ok := strings.CutPrefix(s, "3.")
+	if !ok {
+		return "", false
+	}
+	digits := func(s string) int {
+		i := 0
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	n := digits(rest)
+	if n == 0 || n == len(rest) || rest[n] != '.' {
+		return "", false
+	}
+	minor, rest := rest[:n], rest[n+1:]
+	if n = digits(rest); n == 0 {
+		return "", false
+	}
+	rest = strings.TrimSuffix(rest[n:], "+")
+	if rest == "" {
+		return minor, true
+	}
+	for _, pre := range []string{"a", "b", "rc"} {
+		if r, ok := strings.CutPrefix(rest, pre); ok && r != "" && digits(r) == len(r) {
+			return minor, true
+		}
+	}
+	return "", false
+}
 
 // FromFlags builds a Target from a python version ("3.11" or "3.11.7") and a
 // platform floor (manylinux_2_N_ARCH, musllinux_1_N_ARCH or linux_ARCH). It
@@ -131,7 +163,7 @@ func (t Target) Validate() error {
 	if !ok {
 		return fmt.Errorf("%w: python %q: want 3.MINOR with 3.%d <= version <= 3.%d", ErrInvalidPython, t.Python, MinMinor, MaxMinor)
 	}
-	if m := pythonFullRE().FindStringSubmatch(t.PythonFull); m == nil || m[1] != strconv.Itoa(minor) {
+	if m, ok := pythonFullMinor(t.PythonFull); !ok || m != strconv.Itoa(minor) {
 		return fmt.Errorf("%w: python_full %q does not extend python %q", ErrInvalidPython, t.PythonFull, t.Python)
 	}
 	if t.Implementation != "cp" {
