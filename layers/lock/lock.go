@@ -14,7 +14,6 @@ import (
 	"strings"
 
 	"github.com/pylayer/pylayer/internal/fsx"
-	"github.com/pylayer/pylayer/internal/lazyre"
 	"github.com/pylayer/pylayer/layers/pep440"
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/layers/target"
@@ -291,7 +290,32 @@ func CompiledByOf(cacheTag, magic, version string) string {
 	return cacheTag + " " + magic + " " + strings.Join(strings.Fields(version), " ")
 }
 
-var compiledByRE = lazyre.New(`^(cpython-3[0-9]+) [0-9a-f]{8} [!-~]+( [!-~]+)*$`)
+// compiledByTag matches `^(cpython-3[0-9]+) [0-9a-f]{8} [!-~]+( [!-~]+)*$` and returns
+// its group, the cache tag, without a regular expression: every run validates its layers'
+// locks, and compiling the pattern cost more than the rest of the check
+// (FuzzCompiledByTag holds it to the pattern).
+func compiledByTag(s string) (string, bool) {
+	tag, rest, ok := strings.Cut(s, " ")
+	minor, isCP := strings.CutPrefix(tag, "cpython-3")
+	if !ok || !isCP || minor == "" || strings.Trim(minor, "0123456789") != "" {
+		return "", false
+	}
+	magic, version, ok := strings.Cut(rest, " ")
+	if !ok || len(magic) != 8 || strings.Trim(magic, "0123456789abcdef") != "" || version == "" {
+		return "", false
+	}
+	for _, word := range strings.Split(version, " ") {
+		if word == "" {
+			return "", false
+		}
+		for i := 0; i < len(word); i++ {
+			if word[i] < '!' || word[i] > '~' {
+				return "", false
+			}
+		}
+	}
+	return tag, true
+}
 
 // checkCompiledBy checks that s is "" or CompiledByOf an interpreter of python ("3.11"):
 // .pyc from another minor version would never be loaded.
@@ -299,11 +323,11 @@ func checkCompiledBy(s, python string) error {
 	if s == "" {
 		return nil
 	}
-	m := compiledByRE().FindStringSubmatch(s)
-	if m == nil || len(s) > maxCompiledBy {
+	tag, ok := compiledByTag(s)
+	if !ok || len(s) > maxCompiledBy {
 		return invalid("compiled_by %q: want \"CACHE_TAG MAGIC SYS.VERSION\" (e.g. \"cpython-311 a70d0d0a 3.11.2 ...\"), printable ASCII, at most %d bytes", s, maxCompiledBy)
 	}
-	if want := "cpython-" + strings.ReplaceAll(python, ".", ""); m[1] != want {
+	if want := "cpython-" + strings.ReplaceAll(python, ".", ""); tag != want {
 		return invalid("compiled_by %q: the .pyc of a python %s layer must be compiled by a python %s interpreter (%s)", s, python, python, want)
 	}
 	return nil
