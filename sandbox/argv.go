@@ -80,10 +80,12 @@ func DataFiles() [][]byte {
 // Files from the host's /etc that the sandbox gets, read-only, when present:
 // what the dynamic loader, time zones, TLS and fontconfig (Pillow's and
 // matplotlib's text, fc-match) read. /etc/matplotlibrc is deliberately not one:
-// a matplotlib wheel ships its own.
+// a matplotlib wheel ships its own. Nor are ld.so.conf and ld.so.conf.d: only
+// ldconfig reads them, to write the cache, which a session cannot; the loader and
+// ldconfig -p read ld.so.cache. Each bind costs bwrap about 0.23 ms of every
+// session start.
 var etcFiles = []string{
-	"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-	"/etc/alternatives", "/etc/ssl/certs", "/etc/fonts",
+	"/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs", "/etc/fonts",
 }
 
 // Other host directories the sandbox gets, read-only, when present: the system's

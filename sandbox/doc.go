@@ -13,9 +13,9 @@
 //   - /usr read-only; /bin, /lib, /lib64, /lib32, /libx32 and /sbin as the
 //     host has them (a symlink such as bin -> usr/bin on merged-usr systems is
 //     recreated as a symlink, a real directory is bound read-only).
-//   - From /etc only: ld.so.cache, ld.so.conf, ld.so.conf.d, localtime,
-//     alternatives, ssl/certs and fonts (read-only, each only if present), plus a
-//     generated two-line passwd and group naming the sandbox user. The host's
+//   - From /etc only: ld.so.cache, localtime, alternatives, ssl/certs and fonts
+//     (read-only, each only if present), plus a generated two-line passwd and
+//     group naming the sandbox user. The host's
 //     /etc is never bound as a whole: it holds host names, credentials and
 //     configuration that a sandboxed program has no business reading.
 //     /etc/matplotlibrc is never bound: a matplotlib wheel ships its own.
