@@ -1,6 +1,10 @@
 package pep508
 
-import "testing"
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
 
 func FuzzParseRequirement(f *testing.F) {
 	for _, s := range []string{"requests", "A.B [x, y] (>= 1.0 , <2) ; python_version<'3.12'", "a@ https://e.com/a.whl ; os_name=='posix'",
@@ -43,6 +47,21 @@ func FuzzParseMarker(f *testing.F) {
 		b, errB := m2.Eval(linux311, extra)
 		if a != b || (errA == nil) != (errB == nil) {
 			t.Fatalf("%q and its String %q evaluate differently", s, m.String())
+		}
+	})
+}
+
+// FuzzNormalizeName: NormalizeName is packaging's canonicalize_name as the pattern
+// re.sub(r"[-_.]+", "-", name).lower() states it, on any string.
+func FuzzNormalizeName(f *testing.F) {
+	sep := regexp.MustCompile(`[-_.]+`)
+	for _, s := range []string{"", "a", "A", "a-b", "a--b", "-a", "a-", "A_B.c", "a._-b", "zope.interface",
+		"Django", "\xff_A", "É-b", "ǅ", "a\x00-b", "--", "x-y-z"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := NormalizeName(s), strings.ToLower(sep.ReplaceAllString(s, "-")); got != want {
+			t.Errorf("NormalizeName(%q) = %q, want %q", s, got, want)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/pylayer/pylayer/internal/lazyre"
+	"github.com/pylayer/pylayer/layers/pep508"
 )
 
 // ErrBadFilename reports a wheel filename that does not follow
@@ -85,13 +86,9 @@ func (f Filename) String() string {
 // Project is the PEP 503 normalized project name.
 func (f Filename) Project() string { return NormalizeName(f.Name) }
 
-var nameSepRE = lazyre.New(`[-_.]+`)
-
 // NormalizeName is the PEP 503 normalized form of a project name: lower case, runs of
 // "-", "_" and "." replaced by one "-".
-func NormalizeName(name string) string {
-	return strings.ToLower(nameSepRE().ReplaceAllString(name, "-"))
-}
+func NormalizeName(name string) string { return pep508.NormalizeName(name) }
 
 // TagTriples expands the compressed tag sets into every python-abi-platform triple, in
 // file order (python, then abi, then platform), without duplicates.
