@@ -26,7 +26,7 @@ all: build
 #
 # Two binaries from one main: bin/pylayer, the front end (-tags lean: run, exec and shell,
 # which sessions call on every step, without the signing, SQLite, PostgreSQL and YAML code
-# whose package init would cost ~2 ms of each start), and bin/pylayer-full, every command,
+# whose package init costs ~1.2 ms of each start), and bin/pylayer-full, every command,
 # to which the front end hands every other command line. Install them side by side.
 build:
 	@mkdir -p $(BIN)
