@@ -61,12 +61,18 @@ func matchFloor(s string) (kind, major, minor, arch string, ok bool) {
 	return "", "", "", "", false
 }
 
-// cutDigits cuts a run of one or more ASCII digits and the "_" after it off s.
-func cutDigits(s string) (digits, rest string, ok bool) {
+// leadingDigits is the length of the run of ASCII digits s starts with.
+func leadingDigits(s string) int {
 	i := 0
 	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
 		i++
 	}
+	return i
+}
+
+// cutDigits cuts a run of one or more ASCII digits and the "_" after it off s.
+func cutDigits(s string) (digits, rest string, ok bool) {
+	i := leadingDigits(s)
 	if i == 0 || i == len(s) || s[i] != '_' {
 		return "", "", false
 	}

@@ -65,19 +65,12 @@ func pythonFullMinor(s string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	digits := func(s string) int {
-		i := 0
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		return i
-	}
-	n := digits(rest)
+	n := leadingDigits(rest)
 	if n == 0 || n == len(rest) || rest[n] != '.' {
 		return "", false
 	}
 	minor, rest := rest[:n], rest[n+1:]
-	if n = digits(rest); n == 0 {
+	if n = leadingDigits(rest); n == 0 {
 		return "", false
 	}
 	rest = strings.TrimSuffix(rest[n:], "+")
@@ -85,7 +78,7 @@ func pythonFullMinor(s string) (string, bool) {
 		return minor, true
 	}
 	for _, pre := range []string{"a", "b", "rc"} {
-		if r, ok := strings.CutPrefix(rest, pre); ok && r != "" && digits(r) == len(r) {
+		if r, ok := strings.CutPrefix(rest, pre); ok && r != "" && leadingDigits(r) == len(r) {
 			return minor, true
 		}
 	}
