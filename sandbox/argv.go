@@ -188,6 +188,11 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			return nil, err
 		}
 	}
+	if s.Support != "" {
+		if err := checkHostPath("support", s.Support); err != nil {
+			return nil, err
+		}
+	}
 	if s.Cache != "" {
 		if err := checkHostPath("cache", s.Cache); err != nil {
 			return nil, err
@@ -216,10 +221,13 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 		return nil, err
 	}
 
-	// The data files come first, at the descriptors DataFiles documents.
+	// Without a support tree, the data files come first, at the descriptors DataFiles
+	// documents.
 	var p plan
-	for _, d := range DataFiles() {
-		p.add(File{Kind: FileData, Data: d})
+	if s.Support == "" {
+		for _, d := range DataFiles() {
+			p.add(File{Kind: FileData, Data: d})
+		}
 	}
 	a := []string{bwrap, "--unshare-all", "--unshare-user"}
 	if s.Network {
@@ -265,10 +273,16 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 		a = append(a, "--ro-bind-try", d, d)
 	}
 	size := func(n int64) string { return strconv.FormatInt(n, 10) }
-	a = append(a,
-		"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
-		"--perms", "0444", "--ro-bind-data", fd(dataGroup), "/etc/group",
-		"--proc", "/proc")
+	if s.Support != "" {
+		a = append(a,
+			"--symlink", supportMount+"/etc/passwd", "/etc/passwd",
+			"--symlink", supportMount+"/etc/group", "/etc/group")
+	} else {
+		a = append(a,
+			"--perms", "0444", "--ro-bind-data", fd(dataPasswd), "/etc/passwd",
+			"--perms", "0444", "--ro-bind-data", fd(dataGroup), "/etc/group")
+	}
+	a = append(a, "--proc", "/proc")
 	if s.unhardened {
 		a = append(a, "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home")
 	} else {
@@ -290,13 +304,18 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			"--symlink", "/usr/bin/python3", InterpreterDir+"/bin/python3",
 			"--symlink", "python3", InterpreterDir+"/bin/python")
 	}
-	a = append(a, "--perms", "0555", "--ro-bind-data", fd(dataPipShim), ShimBinDir+"/pip")
-	for _, n := range pipNames[1:] {
-		a = append(a, "--symlink", "pip", ShimBinDir+"/"+n)
+	if s.Support != "" {
+		a = append(a, "--ro-bind", supportPath(s.Support), supportMount,
+			"--symlink", "support/bin", ShimBinDir, "--symlink", "support/guard", guardDir)
+	} else {
+		a = append(a, "--perms", "0555", "--ro-bind-data", fd(dataPipShim), ShimBinDir+"/pip")
+		for _, n := range pipNames[1:] {
+			a = append(a, "--symlink", "pip", ShimBinDir+"/"+n)
+		}
+		a = append(a,
+			"--perms", "0444", "--ro-bind-data", fd(dataPipGuard), guardDir+"/pip/__init__.py",
+			"--perms", "0444", "--ro-bind-data", fd(dataSiteCustomize), guardDir+"/sitecustomize.py")
 	}
-	a = append(a,
-		"--perms", "0444", "--ro-bind-data", fd(dataPipGuard), guardDir+"/pip/__init__.py",
-		"--perms", "0444", "--ro-bind-data", fd(dataSiteCustomize), guardDir+"/sitecustomize.py")
 	for _, l := range layers {
 		a = append(a, "--ro-bind", l.host, l.dest)
 	}

@@ -94,9 +94,13 @@
 //
 // /opt/pylayer/bin/pip, pip3 and pip3.9 to pip3.14 are a shim that explains how to ask for
 // packages and exits 1; /opt/pylayer/guard/pip/__init__.py, first on PYTHONPATH,
-// makes `python3 -m pip` and `import pip` fail with the same explanation. The
-// shim files reach bwrap as --ro-bind-data from inherited descriptors (see
-// DataFiles), so nothing is written on the host and nothing needs cleaning up.
+// makes `python3 -m pip` and `import pip` fail with the same explanation. With
+// Spec.Support (the CLI's run gives the host cache's sandbox directory) these
+// files, /etc/passwd and /etc/group are one tree written there once per content
+// and bound read-only at /opt/pylayer/support, which /opt/pylayer/bin,
+// /opt/pylayer/guard, /etc/passwd and /etc/group link to: one mount instead of
+// five. Without it they reach bwrap as --ro-bind-data from inherited descriptors
+// (see DataFiles), and nothing is written on the host.
 //
 // # Degraded mode
 //

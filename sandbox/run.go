@@ -113,6 +113,11 @@ func reachable(s Spec, ident Identity) error {
 			return err
 		}
 	}
+	if s.Support != "" {
+		if err := checkReachable("support tree", supportPath(s.Support), ident); err != nil {
+			return err
+		}
+	}
 	if s.Workspace != "" {
 		return checkReachable("workspace", filepath.Dir(s.Workspace), ident)
 	}
@@ -208,6 +213,11 @@ func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launc
 	lim, _ := s.Limits.withDefaults() // Build checked them
 	if err := checkExists(s); err != nil {
 		return nil, err
+	}
+	if s.Support != "" {
+		if _, err := ensureSupport(ctx, s.Support); err != nil {
+			return nil, err
+		}
 	}
 	ident, err := HostIdentity(ctx, user)
 	if s.unhardened {

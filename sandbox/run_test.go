@@ -69,6 +69,13 @@ func run(t *testing.T, s Spec, o RunOptions) *Result {
 
 func py(code string) []string { return []string{"python3", "-c", code} }
 
+// supportModes runs f with a support tree in a fresh host directory and without one
+// (its files handed to bwrap as data): a session must be the same either way.
+func supportModes(t *testing.T, f func(t *testing.T, support string)) {
+	t.Run("data", func(t *testing.T) { f(t, "") })
+	t.Run("support", func(t *testing.T) { f(t, filepath.Join(sharedDir(t), "sandbox")) })
+}
+
 func TestRunImports(t *testing.T) {
 	testenv.Integration(t, "bwrap")
 	base := makeLayer(t, map[string]string{
@@ -106,28 +113,30 @@ print(json.dumps(out))`
 			"foo": "iso", "foo_file": "/opt/pylayer/layers/1-iso/site-packages/foo/__init__.py",
 			"shared": nil, "bar": nil, "pth": nil, "base_mounted": false}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := code
-			if tt.name == "iso replaces base" {
-				c = strings.Replace(c, ", shared, os", ", os", 1)
-				c = strings.Replace(c, `"shared": shared.WHERE,`, `"shared": None,`, 1)
-			}
-			res := run(t, Spec{Layers: tt.layers, Command: py(c)}, RunOptions{})
-			if res.ExitCode != 0 || len(res.Stderr) != 0 {
-				t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
-			}
-			var got map[string]any
-			if err := json.Unmarshal(res.Stdout, &got); err != nil {
-				t.Fatalf("%v: %s", err, res.Stdout)
-			}
-			for k, v := range tt.want {
-				if got[k] != v {
-					t.Errorf("%s = %v, want %v", k, got[k], v)
+	supportModes(t, func(t *testing.T, support string) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				c := code
+				if tt.name == "iso replaces base" {
+					c = strings.Replace(c, ", shared, os", ", os", 1)
+					c = strings.Replace(c, `"shared": shared.WHERE,`, `"shared": None,`, 1)
 				}
-			}
-		})
-	}
+				res := run(t, Spec{Layers: tt.layers, Support: support, Command: py(c)}, RunOptions{})
+				if res.ExitCode != 0 || len(res.Stderr) != 0 {
+					t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
+				}
+				var got map[string]any
+				if err := json.Unmarshal(res.Stdout, &got); err != nil {
+					t.Fatalf("%v: %s", err, res.Stdout)
+				}
+				for k, v := range tt.want {
+					if got[k] != v {
+						t.Errorf("%s = %v, want %v", k, got[k], v)
+					}
+				}
+			})
+		}
+	})
 }
 
 // TestRunOwnSitecustomize: the guard's sitecustomize hands over to the interpreter's own
@@ -144,21 +153,23 @@ try:
 except ImportError: refused = True
 print(json.dumps({"runs": getattr(builtins, "OWN_RUNS", 0), "module": sitecustomize.__file__,
                   "pip_refused": refused, "importlib_util": "importlib.util" in sys.modules}))`
-	res := run(t, Spec{Layers: []Layer{{Root: base, Kind: KindBase}}, Command: py(code)}, RunOptions{})
-	if res.ExitCode != 0 || len(res.Stderr) != 0 {
-		t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
-	}
-	var got map[string]any
-	if err := json.Unmarshal(res.Stdout, &got); err != nil {
-		t.Fatalf("%v: %s", err, res.Stdout)
-	}
-	want := map[string]any{"runs": 1.0, "module": "/opt/pylayer/layers/0-base/site-packages/sitecustomize.py",
-		"pip_refused": true, "importlib_util": false}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s = %v, want %v", k, got[k], v)
+	supportModes(t, func(t *testing.T, support string) {
+		res := run(t, Spec{Layers: []Layer{{Root: base, Kind: KindBase}}, Support: support, Command: py(code)}, RunOptions{})
+		if res.ExitCode != 0 || len(res.Stderr) != 0 {
+			t.Fatalf("exit %d: %s%s", res.ExitCode, res.Stdout, res.Stderr)
 		}
-	}
+		var got map[string]any
+		if err := json.Unmarshal(res.Stdout, &got); err != nil {
+			t.Fatalf("%v: %s", err, res.Stdout)
+		}
+		want := map[string]any{"runs": 1.0, "module": "/opt/pylayer/layers/0-base/site-packages/sitecustomize.py",
+			"pip_refused": true, "importlib_util": false}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %v, want %v", k, got[k], v)
+			}
+		}
+	})
 }
 
 func TestRunContainment(t *testing.T) {
@@ -208,7 +219,8 @@ print("connected")`, port)
 		{"network flag shares it", Spec{Network: true}, connect, 0, "connected"},
 		{"read-only file system", Spec{Interpreter: interp}, `import sys
 paths = ["/x", "/usr/x", "/usr/lib/x", "/etc/x", "/etc/passwd", "/opt/python/x", "/opt/python/bin/x",
-         "/opt/pylayer/x", "/opt/pylayer/bin/pip", "/opt/pylayer/guard/x",
+         "/opt/pylayer/x", "/opt/pylayer/bin/pip", "/opt/pylayer/bin/x", "/opt/pylayer/guard/x",
+         "/opt/pylayer/guard/sitecustomize.py", "/opt/pylayer/support/x", "/etc/group",
          "/opt/pylayer/layers/0-base/x", "/opt/pylayer/layers/0-base/site-packages/foo/x",
          "/opt/pylayer/layers/0-base/site-packages/foo/__init__.py", "/opt/pylayer/layers/1-ext/site-packages/bar/x"]
 bad = []
@@ -232,16 +244,18 @@ sys.exit(0)`, 0, "['sandbox'] [] [] [] " + etcListing()},
 print(os.getuid(), os.getgid(), pwd.getpwuid(os.getuid()).pw_name, getpass.getuser(), os.path.expanduser("~"), os.uname().nodename)`,
 			0, "1000 1000 sandbox sandbox /home/sandbox sandbox"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := tt.spec
-			s.Layers, s.Workspace, s.Command = layers, ws, py(tt.code)
-			res := run(t, s, RunOptions{})
-			if res.ExitCode != tt.want || !strings.Contains(string(res.Stdout), tt.wantOut) {
-				t.Errorf("exit %d, want %d; stdout %q, want %q; stderr %s", res.ExitCode, tt.want, res.Stdout, tt.wantOut, res.Stderr)
-			}
-		})
-	}
+	supportModes(t, func(t *testing.T, support string) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				s := tt.spec
+				s.Layers, s.Workspace, s.Support, s.Command = layers, ws, support, py(tt.code)
+				res := run(t, s, RunOptions{})
+				if res.ExitCode != tt.want || !strings.Contains(string(res.Stdout), tt.wantOut) {
+					t.Errorf("exit %d, want %d; stdout %q, want %q; stderr %s", res.ExitCode, tt.want, res.Stdout, tt.wantOut, res.Stderr)
+				}
+			})
+		}
+	})
 	if b, err := os.ReadFile(filepath.Join(ws, "ok")); err != nil || string(b) != "written" {
 		t.Errorf("workspace write did not reach the host: %q %v", b, err)
 	}
@@ -339,14 +353,16 @@ func TestRunPipShim(t *testing.T) {
 		{"python3", "-m", "pip", "install", "x"}, {"python3", "-c", "import pip"},
 	} {
 		t.Run(strings.Join(cmd, " "), func(t *testing.T) {
-			res := run(t, Spec{Command: cmd}, RunOptions{})
-			if res.ExitCode == 0 {
-				t.Error("exit status 0")
-			}
-			if !strings.Contains(string(res.Stderr), "pip is disabled in this sandbox") ||
-				!strings.Contains(string(res.Stderr), "POST /v1/sessions/{id}/requests") {
-				t.Errorf("stderr lacks the guidance: %s", res.Stderr)
-			}
+			supportModes(t, func(t *testing.T, support string) {
+				res := run(t, Spec{Command: cmd, Support: support}, RunOptions{})
+				if res.ExitCode == 0 {
+					t.Error("exit status 0")
+				}
+				if !strings.Contains(string(res.Stderr), "pip is disabled in this sandbox") ||
+					!strings.Contains(string(res.Stderr), "POST /v1/sessions/{id}/requests") {
+					t.Errorf("stderr lacks the guidance: %s", res.Stderr)
+				}
+			})
 		})
 	}
 }
@@ -559,7 +575,11 @@ func BenchmarkSessionHardening(b *testing.B) {
 		unhardened bool
 	}{{"hardened", false}, {"unhardened", true}} {
 		b.Run(tt.name, func(b *testing.B) {
+			// The hardened side as the CLI runs it, with a support tree.
 			s := Spec{Command: []string{"python3", "-S", "-c", "pass"}, unhardened: tt.unhardened}
+			if !tt.unhardened {
+				s.Support = filepath.Join(sharedDir(b), "sandbox")
+			}
 			for b.Loop() {
 				res, err := Run(context.Background(), bw, s, RunOptions{})
 				if err != nil || res.ExitCode != 0 {

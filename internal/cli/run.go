@@ -119,6 +119,7 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	if spec.Cache, err = f.cache(c.Root(), f.session); err != nil {
 		return err
 	}
+	spec.Support = filepath.Join(c.Root(), "sandbox") // written once, bound by every session
 	for _, kv := range f.env {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok {
