@@ -38,6 +38,8 @@ func (fakeFS) Lstat(name string) (fs.FileInfo, error) {
 
 func (fakeFS) Readlink(name string) (string, error) { return "usr" + name, nil }
 
+func (fakeFS) EvalSymlinks(name string) (string, error) { return "/usr" + name, nil }
+
 const bw = "/usr/bin/bwrap"
 
 func mustArgv(t *testing.T, s Spec) []string {
@@ -495,5 +497,42 @@ func TestArgvCache(t *testing.T) {
 		if _, err := argv(fakeFS{}, bw, bad); !errors.Is(err, ErrInvalidSpec) {
 			t.Errorf("cache %q (workspace %q): err = %v, want ErrInvalidSpec", bad.Cache, bad.Workspace, err)
 		}
+	}
+}
+
+// linkFS is a host of symlinks: link name -> target, and where each finally resolves.
+type linkFS map[string][2]string
+
+func (l linkFS) Lstat(name string) (fs.FileInfo, error) {
+	if _, ok := l[name]; ok {
+		return fakeInfo{name, fs.ModeSymlink | 0o777}, nil
+	}
+	return fakeInfo{name, 0o644}, nil
+}
+func (l linkFS) Readlink(name string) (string, error)     { return l[name][0], nil }
+func (l linkFS) EvalSymlinks(name string) (string, error) { return l[name][1], nil }
+
+// TestUsrSymlink: a host file that links into /usr, and resolves there, becomes the
+// same symlink in the sandbox; anything else stays a bind.
+func TestUsrSymlink(t *testing.T) {
+	host := linkFS{
+		"/etc/rel":     {"../usr/share/zoneinfo/Etc/UTC", "/usr/share/zoneinfo/Etc/UTC"},
+		"/etc/abs":     {"/usr/share/zoneinfo/UTC", "/usr/share/zoneinfo/Etc/UTC"},
+		"/etc/out":     {"/opt/zoneinfo/UTC", "/opt/zoneinfo/UTC"},
+		"/etc/escapes": {"/usr/share/zoneinfo/UTC", "/var/lib/UTC"}, // a link in /usr leads out
+		"/etc/usrx":    {"/usrx/UTC", "/usrx/UTC"},
+		"/etc/dotdot":  {"/usr/../etc/shadow", "/etc/shadow"},
+		"/etc/empty":   {"", ""},
+	}
+	for p, want := range map[string]bool{"/etc/rel": true, "/etc/abs": true, "/etc/out": false, "/etc/escapes": false,
+		"/etc/usrx": false, "/etc/dotdot": false, "/etc/empty": false, "/etc/plain": false} {
+		target, ok := usrSymlink(host, p)
+		if ok != want || (ok && target != host[p][0]) {
+			t.Errorf("%s: %q, %v; want %v", p, target, ok, want)
+		}
+	}
+	a := strings.Join(mustArgv(t, Spec{Command: []string{"true"}}), " ")
+	if !strings.Contains(a, "--ro-bind-try /etc/localtime /etc/localtime") {
+		t.Errorf("a host without the link binds /etc/localtime: %s", a)
 	}
 }
