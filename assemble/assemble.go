@@ -9,8 +9,8 @@ import (
 
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci/interp"
-	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"
 	"github.com/pylayer/pylayer/sandbox"
 )
@@ -20,11 +20,21 @@ type Options struct {
 	Cache *cache.Cache
 	// Policy loads the trust policy, at each Ensure (a caller that has a policy loaded
 	// returns it); it returning nil refuses every pull with what to do. nil: no policy.
-	Policy   func() (*trust.Policy, error)
-	Registry registry.Options // how a repository is opened when the network is needed
+	Policy func() (*trust.Policy, error)
+	// Fetch makes a reference usable when the cache alone cannot (a tag, a digest not
+	// pulled yet): registry.Fetch with the options a repository is opened with. nil keeps
+	// Ensure offline (local.Ensure): such a reference fails with local.ErrNeedsNetwork,
+	// and pylayer's front end, which links no registry protocol, hands the command to
+	// the full binary.
+	Fetch    Fetcher
 	Progress func(cache.Event)
 	Warn     func(string) // told on every use of an artifact a rule lets run unverified
 }
+
+// Fetcher is registry.Ensure with its repository's options bound (registry.Fetch): it
+// makes ref usable from cache c under pol, from the network when it must, and holds it
+// until release is called.
+type Fetcher func(ctx context.Context, c *cache.Cache, ref local.Ref, pol *trust.Policy, progress func(cache.Event), warn func(string)) (u *local.Use, release func(), err error)
 
 // Layer is an artifact in the host cache, held against gc until Release.
 type Layer struct {
@@ -41,10 +51,10 @@ type Layer struct {
 
 // Ensure returns the cache root of ref, pulling and verifying it when it is missing, and
 // holds it against gc until Release. Every use re-checks the current trust policy against
-// how the cache admitted the digest (registry.Ensure): a reference by digest that the cache
+// how the cache admitted the digest (local.Ensure): a reference by digest that the cache
 // has needs no network, and is refused when the policy no longer accepts it.
 func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
-	r, err := registry.ParseRef(ref)
+	r, err := local.ParseRef(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +67,13 @@ func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
 			return nil, err
 		}
 	}
-	open := func(ctx context.Context) (registry.Repo, error) { return registry.Open(ctx, r, o.Registry) }
-	u, release, err := registry.Ensure(ctx, o.Cache, r, pol, open, o.Progress, o.Warn)
+	var u *local.Use
+	var release func()
+	if o.Fetch != nil {
+		u, release, err = o.Fetch(ctx, o.Cache, r, pol, o.Progress, o.Warn)
+	} else {
+		u, release, err = local.Ensure(ctx, o.Cache, r, pol, o.Warn)
+	}
 	if err != nil {
 		return nil, err
 	}

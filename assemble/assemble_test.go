@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"
 	"github.com/pylayer/pylayer/sandbox"
 )
@@ -96,7 +98,7 @@ func testOptions(t *testing.T, dir string) Options {
 		})
 	})
 	pol := unsignedPolicy(t, dir)
-	return Options{Cache: c, Policy: func() (*trust.Policy, error) { return pol, nil }, Registry: registry.Options{}}
+	return Options{Cache: c, Policy: func() (*trust.Policy, error) { return pol, nil }, Fetch: registry.Fetch(registry.Options{})}
 }
 
 // TestAssemble: layers come out held, in mount order, with their kinds; an artifact of the
@@ -172,5 +174,43 @@ func TestKindOf(t *testing.T) {
 	}
 	if _, err := KindOf(t.TempDir()); err == nil {
 		t.Error("KindOf of a directory without a manifest: no error")
+	}
+}
+
+// TestAssembleOffline: without Fetch, what the cache holds is assembled as with it, and a
+// reference it lacks (a digest not pulled, a tag) fails with local.ErrNeedsNetwork,
+// holding nothing; the cache is not written.
+func TestAssembleOffline(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "layout")
+	base := putLayer(t, dir, lock.KindBase, "pin")
+	ext := putLayer(t, dir, lock.KindExt, "foo")
+	o := testOptions(t, dir)
+	e, err := Assemble(ctx, o, "", []string{base}) // pulled, with Fetch
+	must(t, err)
+	e.Release()
+
+	o.Fetch = nil
+	e, err = Assemble(ctx, o, "", []string{base})
+	must(t, err)
+	if len(e.Layers) != 1 || e.Layers[0].Kind != lock.KindBase {
+		t.Fatalf("offline Assemble = %+v", e)
+	}
+	e.Release()
+	for _, refs := range [][]string{{base, ext}, {"oci:" + dir + ":pin"}} {
+		if _, err := Assemble(ctx, o, "", refs); !errors.Is(err, local.ErrNeedsNetwork) || !strings.Contains(err.Error(), refs[len(refs)-1]) {
+			t.Errorf("offline Assemble of %v: %v, want local.ErrNeedsNetwork naming the reference", refs, err)
+		}
+	}
+	if _, ok := o.Cache.Layer(digest.Digest(ext[strings.LastIndexByte(ext, '@')+1:])); ok {
+		t.Error("an offline Assemble pulled the ext layer")
+	}
+	// Nothing stays held after the refusals.
+	entries, err := o.Cache.List(ctx)
+	must(t, err)
+	for _, en := range entries {
+		if en.Held {
+			t.Errorf("%s is held after the refusals", en.Digest)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"
 )
 
@@ -213,7 +214,7 @@ func TestEnsureIndexDigest(t *testing.T) {
 	if o.n != 1 {
 		t.Errorf("the repository was opened %d times, want once (the second use is offline)", o.n)
 	}
-	if d, err := c.Ref(ctx, indexRef(ref.Name(), idx.Digest)); err != nil || d != f.host {
+	if d, err := c.Ref(ctx, local.IndexRef(ref.Name(), idx.Digest)); err != nil || d != f.host {
 		t.Errorf("the cache records index %s as %s, %v; want %s", idx.Digest, d, err, f.host)
 	}
 
@@ -224,7 +225,7 @@ func TestEnsureIndexDigest(t *testing.T) {
 	if v.Desc.Digest != f.other {
 		t.Fatalf("pull --platform %s got %s, want %s", f.otherP, v.Desc.Digest, f.other)
 	}
-	if d, err := c2.Ref(ctx, indexRef(ref.Name(), idx.Digest)); err == nil {
+	if d, err := c2.Ref(ctx, local.IndexRef(ref.Name(), idx.Digest)); err == nil {
 		t.Errorf("a pull for another platform recorded the index as %s", d)
 	}
 }

@@ -31,9 +31,6 @@ type Verified struct {
 	Index     *IndexChoice   // the image index ref named, which Desc is an entry of; nil when ref named Desc
 }
 
-// ErrNotPylayer: the manifest is not a pylayer artifact.
-var ErrNotPylayer = errors.New("not a pylayer artifact")
-
 // ErrReferenceMismatch: the trust rule requires a signature that names the repository the
 // artifact comes from (require_docker_reference), and the trusted signatures name another.
 var ErrReferenceMismatch = errors.New("signed for another repository")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	"github.com/pylayer/pylayer/registry/local"
 )
 
 // maxManifest bounds manifest documents, as registries do (4 MiB).
@@ -58,13 +59,13 @@ func openRemote(ctx context.Context, ref Ref, o Options) (*remoteRepo, error) {
 	r := &remoteRepo{host: ref.Host(), path: ref.Path(), opts: o, note: &notifier{fn: o.Progress, repo: ref.Repo}}
 	if o.MountFrom != "" {
 		from := o.MountFrom
-		if h, p, ok := strings.Cut(from, "/"); ok && checkHost(h) == nil {
+		if h, p, ok := strings.Cut(from, "/"); ok && local.CheckHost(h) == nil {
 			if h != r.host {
 				return nil, fmt.Errorf("options: cannot mount from %q: it is on %s, not on %s", from, h, r.host)
 			}
 			from = p
 		}
-		if err := checkRepoPath(from); err != nil {
+		if err := local.CheckRepoPath(from); err != nil {
 			return nil, fmt.Errorf("options: mount source: %w", err)
 		}
 		r.mountFrom = from
@@ -258,7 +259,7 @@ func (r *remoteRepo) Resolve(ctx context.Context, tag string) (v1.Descriptor, er
 	}
 	desc := v1.Descriptor{MediaType: mediaType(resp), Size: resp.ContentLength}
 	if dh := resp.Header.Get("Docker-Content-Digest"); dh != "" && desc.Size > 0 {
-		d, err := parseDigest(dh)
+		d, err := local.ParseDigest(dh)
 		if err != nil {
 			return v1.Descriptor{}, fmt.Errorf("%s: tag %s: registry sent %v", r.Name(), tag, err)
 		}
@@ -313,7 +314,7 @@ func (r *remoteRepo) getManifest(ctx context.Context, reference, what string) ([
 
 // checkDesc accepts sha256 digests and non-negative sizes only.
 func checkDesc(d v1.Descriptor) error {
-	if _, err := parseDigest(string(d.Digest)); err != nil {
+	if _, err := local.ParseDigest(string(d.Digest)); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidRef, err)
 	}
 	if d.Size < 0 {
@@ -388,7 +389,7 @@ func (r *remoteRepo) hasBlob(ctx context.Context, c *http.Client, d v1.Descripto
 // the caller then reads the referrers tag (sign.FallbackTag). Only the first page of a
 // paginated answer is read, as go-containerregistry and cosign read it.
 func (r *remoteRepo) Referrers(ctx context.Context, subject digest.Digest) ([]v1.Descriptor, error) {
-	if _, err := parseDigest(string(subject)); err != nil {
+	if _, err := local.ParseDigest(string(subject)); err != nil {
 		return nil, fmt.Errorf("%s: referrers: %w: %v", r.Name(), ErrInvalidRef, err)
 	}
 	what := "referrers of " + string(subject)

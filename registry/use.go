@@ -3,90 +3,16 @@ package registry
 import (
 	"bytes"
 	"context"
-	"fmt"
+	"errors"
 	"io"
 
-	"github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
-	"github.com/pylayer/pylayer/oci/interp"
-	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry/cache"
+	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"
 )
-
-// Use is an artifact in the host cache that the current trust policy lets a session use
-// from a repository.
-type Use struct {
-	Root      string          // the layer root (or interpreter prefix) in the cache
-	Digest    digest.Digest   // the manifest digest
-	Manifest  *v1.Manifest    // as the cache keeps it, checked against Digest and its lock
-	Kind      string          // "python" for an interpreter, else the layer's kind (base, ext, iso)
-	Config    []byte          // the config blob (the lock, or the interpreter config), checked against Manifest
-	Admission cache.Admission // the recorded admission the policy accepted
-	// Lock is Config parsed, for a layer; Interpreter for an interpreter (the other nil):
-	// what the consistency check read, so that a use parses its config once.
-	Lock        *lock.Lock
-	Interpreter *interp.Config
-}
-
-// CheckUse decides, with no network, whether digest d, which cache c holds, may be used
-// from repository repo (its Ref.Name or Repo.Name) under the current policy pol: one of
-// the admissions the cache recorded for d must still count (see trust.Policy.Permits: an
-// unsigned admission only in its own repository while its rule still accepts unsigned
-// artifacts, a signed one only while a key that signed it is still trusted), and the
-// manifest the cache keeps must still agree with its lock (CheckConsistent). Refusals wrap
-// trust.ErrNotAdmitted, trust.ErrNoPolicy, ErrInconsistent or cache.ErrInvalidCache and say
-// what to do.
-func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo string, d digest.Digest) (*Use, error) {
-	art := repo + "@" + d.String()
-	root, ok := c.Layer(d)
-	if !ok {
-		return nil, fmt.Errorf("%s: %w: pull it first", art, cache.ErrNotFound)
-	}
-	recs, err := c.Admissions(ctx, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", art, err)
-	}
-	admitted := make([]trust.Admission, len(recs))
-	for i, a := range recs {
-		admitted[i] = trust.Admission{Repository: a.Repository, Rule: a.Rule, Unsigned: a.Unsigned}
-		for _, s := range a.Signers {
-			admitted[i].Signers = append(admitted[i].Signers, trust.Signer{KeyID: s.KeyID, DockerReference: s.DockerReference})
-		}
-	}
-	i, err := pol.Permits(repo, admitted, keyIDs(ctx))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", art, err)
-	}
-	u := &Use{Root: root, Digest: d, Admission: recs[i]}
-	m, config, err := c.Meta(ctx, d)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", art, err)
-	}
-	u.Manifest, u.Config = m, config
-	if u.Lock, u.Interpreter, err = consistent(m, config); err != nil {
-		return nil, fmt.Errorf("%s: %w", art, err)
-	}
-	u.Kind = u.Manifest.Annotations[oci.AnnotationKind]
-	if u.Kind == "" {
-		return nil, fmt.Errorf("%s: the layer has no kind annotation", art)
-	}
-	return u, nil
-}
-
-// keyIDs reads the IDs of the policy's key files, as sign computes them for signatures.
-func keyIDs(ctx context.Context) trust.KeyIDs {
-	return func(files []string) ([]string, error) {
-		v, err := sign.LoadVerifier(ctx, files...)
-		if err != nil {
-			return nil, err
-		}
-		return v.KeyIDs(), nil
-	}
-}
 
 // admission is the record of how v was admitted through its repository.
 func (v *Verified) admission() cache.Admission {
@@ -121,16 +47,12 @@ func install(ctx context.Context, c *cache.Cache, repo Repo, v *Verified, progre
 	}
 	if v.Index != nil && v.Index.Host {
 		// REPO@INDEX stands for this host's entry from now on: Ensure uses it offline.
-		if err := c.SetRef(ctx, indexRef(repo.Name(), v.Index.Desc.Digest), v.Desc.Digest); err != nil {
+		if err := c.SetRef(ctx, local.IndexRef(repo.Name(), v.Index.Desc.Digest), v.Desc.Digest); err != nil {
 			return "", err
 		}
 	}
 	return root, nil
 }
-
-// indexRef is the cache ref that records which entry of the image index d in repo this
-// host uses: "REPO@sha256:<index>" pointing at the entry's manifest digest.
-func indexRef(repo string, d digest.Digest) string { return repo + "@" + d.String() }
 
 // Ensure makes ref usable from the host cache and holds it against gc until release is
 // called. A tag is resolved and verified (network); an artifact the cache lacks is verified
@@ -145,18 +67,18 @@ func indexRef(repo string, d digest.Digest) string { return repo + "@" + d.Strin
 // of an index whose entry this host installed before needs no network either, through the
 // cache ref REPO@INDEX that install records.
 func Ensure(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, open func(context.Context) (Repo, error), progress func(cache.Event), warn func(string)) (*Use, func(), error) {
+	if ref.Digest != "" {
+		u, release, err := local.Ensure(ctx, c, ref, pol, warn)
+		if !errors.Is(err, local.ErrNeedsNetwork) {
+			return u, release, err
+		}
+	}
 	e := &ensurer{c: c, ref: ref, pol: pol, open: open, progress: progress, warn: warn}
 	if ref.Digest == "" {
 		if err := e.verify(ctx); err != nil {
 			return nil, nil, err
 		}
 		e.ref.Digest = e.v.Desc.Digest
-	} else if _, ok := c.Layer(ref.Digest); !ok {
-		if d, err := c.Ref(ctx, indexRef(ref.Name(), ref.Digest)); err == nil && d != ref.Digest {
-			if _, ok := c.Layer(d); ok {
-				e.ref.Digest = d // the index's entry for this host, installed before
-			}
-		}
 	}
 	release, err := c.Hold(ctx, e.ref.Digest)
 	if err != nil {
@@ -233,8 +155,17 @@ func (e *ensurer) use(ctx context.Context) (*Use, error) {
 	if err != nil {
 		return nil, err
 	}
-	if u.Admission.Unsigned && e.v == nil && e.warn != nil {
-		e.warn(fmt.Sprintf("WARNING: using %s@%s UNVERIFIED: it was admitted unsigned through %s, which the trust policy exempts (rule %q)", e.ref.Name(), d, u.Admission.Repository, u.Admission.Rule))
+	if e.v == nil { // VerifyRef warned already
+		local.WarnUnverified(e.warn, e.ref.Name(), u)
 	}
 	return u, nil
+}
+
+// Fetch is Ensure with the repository of each reference opened with o (Open): what
+// assemble.Options.Fetch takes, so that assembling layers can pull what the cache lacks.
+func Fetch(o Options) func(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, progress func(cache.Event), warn func(string)) (*Use, func(), error) {
+	return func(ctx context.Context, c *cache.Cache, ref Ref, pol *trust.Policy, progress func(cache.Event), warn func(string)) (*Use, func(), error) {
+		open := func(ctx context.Context) (Repo, error) { return Open(ctx, ref, o) }
+		return Ensure(ctx, c, ref, pol, open, progress, warn)
+	}
 }

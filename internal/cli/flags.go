@@ -12,7 +12,6 @@ import (
 
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/internal/logctx"
-	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
 )
@@ -33,31 +32,6 @@ func (r *regFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&r.trust, "trust", os.Getenv("PYLAYER_TRUST"), "public key (PEM) or trust policy (JSON) for signatures (default $PYLAYER_TRUST)")
 }
 
-func (r *regFlags) options(cmd *cobra.Command) registry.Options {
-	return registry.Options{CAFile: r.caFile, Insecure: r.insecure, MountFrom: r.mountFrom, UserAgent: "pylayer", Progress: pushProgress(cmd.ErrOrStderr())}
-}
-
-// open parses s and opens its repository.
-func (r *regFlags) open(cmd *cobra.Command, s string) (registry.Ref, registry.Repo, error) {
-	ref, err := registry.ParseRef(s)
-	if err != nil {
-		return ref, nil, err
-	}
-	repo, err := registry.Open(cmd.Context(), ref, r.options(cmd))
-	return ref, repo, err
-}
-
-// openTrusted is how pull and verify start: the trust policy first (a bad one fails before
-// any network), then s parsed and its repository opened.
-func (r *regFlags) openTrusted(cmd *cobra.Command, s string) (registry.Ref, registry.Repo, *trust.Policy, error) {
-	pol, err := r.policy()
-	if err != nil {
-		return registry.Ref{}, nil, nil, err
-	}
-	ref, repo, err := r.open(cmd, s)
-	return ref, repo, pol, err
-}
-
 func (r *regFlags) policy() (*trust.Policy, error) {
 	if r.trust == "" {
 		return nil, nil // trust.Policy.For explains what to do
@@ -67,9 +41,10 @@ func (r *regFlags) policy() (*trust.Policy, error) {
 
 // assembly is how run, ensure and doctor get their layers: from the host cache c, under the
 // trust policy (read at each use), pulling with these flags' registry options when the
-// network is needed.
+// network is needed (fetch; the front end has no registry protocol, and hands such a
+// command line to the full binary).
 func (r *regFlags) assembly(cmd *cobra.Command, c *cache.Cache) assemble.Options {
-	return assemble.Options{Cache: c, Policy: r.policy, Registry: r.options(cmd), Progress: pullProgress(cmd), Warn: warner(cmd)}
+	return assemble.Options{Cache: c, Policy: r.policy, Fetch: r.fetch(cmd), Progress: pullProgress(cmd), Warn: warner(cmd)}
 }
 
 func (g *globals) openCache() (*cache.Cache, error) {
@@ -92,19 +67,6 @@ func warner(cmd *cobra.Command) func(string) {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
-}
-
-// pushProgress prints transfer steps on a terminal and nothing otherwise.
-func pushProgress(w io.Writer) func(registry.Event) {
-	if !isTerminal(w) {
-		return nil
-	}
-	return func(e registry.Event) {
-		switch e.Kind {
-		case registry.BlobUploaded, registry.BlobExists, registry.BlobMounted, registry.Retrying:
-			fmt.Fprintf(w, "%-10s %s %s\n", e.Kind, short(e.Digest.String()), human(e.Size))
-		}
-	}
 }
 
 // pullProgress draws one line of bytes fetched on a terminal, its total known from the

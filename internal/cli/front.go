@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"github.com/pylayer/pylayer/broker"
 	"github.com/spf13/cobra"
+
+	"github.com/pylayer/pylayer/assemble"
+	"github.com/pylayer/pylayer/broker"
 )
 
 // The front end (built with -tags lean, installed as pylayer) holds only the commands
@@ -39,6 +41,10 @@ var commands = []struct {
 func sessionFromDB(*cobra.Command, string, string) (broker.Session, []broker.Binding, error) {
 	return broker.Session{}, nil, errFull
 }
+
+// fetch is nil: the front end links no registry protocol, so an artifact the cache
+// lacks fails with local.ErrNeedsNetwork, and Main hands the command line over.
+func (r *regFlags) fetch(*cobra.Command) assemble.Fetcher { return nil }
 
 // forward replaces this process with the full binary, run on the same arguments and
 // environment. It returns only when that fails, with Main's exit status.

@@ -12,9 +12,11 @@ import (
 	"runtime"
 	"runtime/debug"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/registry/cache"
-	"github.com/spf13/cobra"
+	"github.com/pylayer/pylayer/registry/local"
 )
 
 // globals are the flags every command shares.
@@ -28,7 +30,9 @@ type globals struct {
 func New() *cobra.Command { return newTree("") }
 
 // errFull is what the front end (front.go) returns for a command line that only the full
-// binary can serve; Main then hands the whole command line to it.
+// binary can serve; Main then hands the whole command line to it, as it does for a run
+// whose layers are not all in the host cache (local.ErrNeedsNetwork: the front end has
+// no registry protocol).
 var errFull = errors.New("needs the full pylayer binary")
 
 // served reports whether root, the command tree of this binary, has the command args
@@ -152,7 +156,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := root.ExecuteContext(ctx)
 	var code ExitCode
 	switch {
-	case lean && errors.Is(err, errFull):
+	case lean && (errors.Is(err, errFull) || errors.Is(err, local.ErrNeedsNetwork)):
 		return forward(args, stderr)
 	case errors.As(err, &code):
 		return int(code)

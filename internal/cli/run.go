@@ -8,13 +8,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/broker/client"
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/sandbox"
-	"github.com/spf13/cobra"
 )
 
 type runFlags struct {
@@ -93,7 +95,18 @@ func runRun(cmd *cobra.Command, g *globals, f *runFlags, args []string) error {
 	if spec.Limits, err = f.limits(); err != nil {
 		return err
 	}
-	held, err := assemble.Assemble(ctx, f.assembly(cmd, c), f.python, f.layers)
+	// Warnings wait until every layer is settled: a front end that meets a layer the cache
+	// lacks hands the whole run to the full binary, which would say them again.
+	o := f.assembly(cmd, c)
+	var warnings []string
+	warn := o.Warn
+	o.Warn = func(s string) { warnings = append(warnings, s) }
+	held, err := assemble.Assemble(ctx, o, f.python, f.layers)
+	if !errors.Is(err, local.ErrNeedsNetwork) {
+		for _, s := range warnings {
+			warn(s)
+		}
+	}
 	if err != nil {
 		return err
 	}

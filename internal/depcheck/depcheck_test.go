@@ -181,7 +181,14 @@ var heavy = []string{
 	"modernc.org/", "github.com/jackc/", "go.yaml.in/", "gopkg.in/yaml", "github.com/sigstore/",
 	module + "broker/stores", module + "broker/sqlite", module + "broker/postgres", module + "broker/sqlstore",
 	module + "broker/builder", module + "catalog", module + "publish", module + "oci/sbom",
+	// The registry protocol: a warm run is served by registry/local, and a pull goes to the
+	// full binary.
+	"github.com/google/go-containerregistry/pkg/authn", "github.com/google/go-containerregistry/pkg/v1/remote",
+	"github.com/docker/", "github.com/sirupsen/logrus",
 }
+
+// heavyExact are heavy packages named exactly (their subpackages may be linked).
+var heavyExact = []string{module + "registry"}
 
 // deps lists every package the main package links with the build tags given.
 func deps(t *testing.T, tags string) []string {
@@ -210,10 +217,22 @@ func TestFrontEndIsLean(t *testing.T) {
 			t.Errorf("the front end (-tags lean) links %s", h)
 		}
 	}
-	for _, h := range []string{"modernc.org/sqlite", "github.com/jackc/pgx/v5", module + "catalog", module + "publish"} {
+	for _, h := range heavyExact {
+		if slices.Contains(lean, h) {
+			t.Errorf("the front end (-tags lean) links %s", h)
+		}
+		if !slices.Contains(full, h) {
+			t.Errorf("the full binary does not link %s: is the list right?", h)
+		}
+	}
+	for _, h := range []string{"modernc.org/sqlite", "github.com/jackc/pgx/v5", module + "catalog", module + "publish",
+		"github.com/google/go-containerregistry/pkg/v1/remote", "github.com/docker/"} {
 		if !linked(full, h) {
 			t.Errorf("the full binary does not link %s: is the list right?", h)
 		}
+	}
+	if !slices.Contains(lean, module+"registry/local") {
+		t.Error("the front end does not link registry/local: how does it decide a warm run?")
 	}
 	if !linked(lean, module+"sandbox") || !linked(lean, module+"assemble") {
 		t.Error("the front end links no sandbox or assemble: it cannot run a session")

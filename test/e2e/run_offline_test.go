@@ -92,4 +92,31 @@ func TestRunWarmNoNetwork(t *testing.T) {
 			t.Errorf("stderr does not say which reference failed and why:\n%s", res.stderr)
 		}
 	})
+
+	// The front end links no registry protocol: a warm run needs nothing else, and a run that
+	// needs the network goes to pylayer-full, which the runs above had beside it.
+	t.Run("the front end alone", func(t *testing.T) {
+		alone := filepath.Join(sharedDir(t), "pylayer")
+		b, err := os.ReadFile(pylayer(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(alone, b, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run := func(ext string) result {
+			cmd := h.command(ctx, t, append(append(reg, "--layer", s.base.Ref, "--layer", ext), check...)...)
+			cmd.Path, cmd.Args[0] = alone, alone
+			return runResult(t, cmd, cmd.Args[1:])
+		}
+		if res := run(s.ext1.Ref); res.code != 0 || strings.TrimSpace(res.stdout) != "1.0" {
+			t.Errorf("a warm run by digest on the front end alone: exit %d, stdout %q\n%s", res.code, res.stdout, res.stderr)
+		}
+		for _, ext := range []string{s.ext2.Ref, s.ext1Tag} {
+			if res := run(ext); res.code != 1 || !strings.Contains(res.stderr, "pylayer-full") || strings.TrimSpace(res.stdout) != "" {
+				t.Errorf("--layer %s, not in the cache, on the front end alone: exit %d, stdout %q; want it to name pylayer-full:\n%s",
+					ext, res.code, res.stdout, res.stderr)
+			}
+		}
+	})
 }

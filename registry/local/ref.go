@@ -1,4 +1,4 @@
-package registry
+package local
 
 import (
 	"errors"
@@ -85,7 +85,7 @@ func ParseRef(s string) (Ref, error) {
 
 	var ref Ref
 	if name, dgst, ok := strings.Cut(rest, "@"); ok {
-		d, err := parseDigest(dgst)
+		d, err := ParseDigest(dgst)
 		if err != nil {
 			return bad("%v", err)
 		}
@@ -119,10 +119,10 @@ func ParseRef(s string) (Ref, error) {
 	if !ok || path == "" {
 		return bad("missing repository path: write HOST[:PORT]/path/repo, e.g. registry.example.com/team/pylayer")
 	}
-	if err := checkHost(host); err != nil {
+	if err := CheckHost(host); err != nil {
 		return bad("%v", err)
 	}
-	if err := checkRepoPath(path); err != nil {
+	if err := CheckRepoPath(path); err != nil {
 		return bad("%v", err)
 	}
 	if len(rest) > maxRepoName {
@@ -132,7 +132,8 @@ func ParseRef(s string) (Ref, error) {
 	return ref, nil
 }
 
-func parseDigest(s string) (digest.Digest, error) {
+// ParseDigest parses a manifest or blob digest as a reference carries it: sha256 only.
+func ParseDigest(s string) (digest.Digest, error) {
 	d := digest.Digest(s)
 	if err := d.Validate(); err != nil {
 		return "", fmt.Errorf("digest %q: %v (want sha256:<64 lowercase hex digits>)", s, err)
@@ -143,9 +144,9 @@ func parseDigest(s string) (digest.Digest, error) {
 	return d, nil
 }
 
-// checkHost accepts "name", "name:port", "IPv4[:port]" and "[IPv6][:port]", where a bare
+// CheckHost accepts "name", "name:port", "IPv4[:port]" and "[IPv6][:port]", where a bare
 // name must contain a dot or be "localhost" (so "team/pylayer" is not taken for a host).
-func checkHost(hostport string) error {
+func CheckHost(hostport string) error {
 	host, port := hostport, ""
 	if strings.HasPrefix(hostport, "[") {
 		end := strings.IndexByte(hostport, ']')
@@ -198,9 +199,9 @@ func checkHost(hostport string) error {
 	return nil
 }
 
-// checkRepoPath applies distribution's grammar: components of [a-z0-9] runs separated by
+// CheckRepoPath applies distribution's grammar: components of [a-z0-9] runs separated by
 // ".", "_", "__" or runs of "-", joined by "/".
-func checkRepoPath(p string) error {
+func CheckRepoPath(p string) error {
 	for _, comp := range strings.Split(p, "/") {
 		if comp == "" {
 			return fmt.Errorf("repository path %q has an empty component", p)
