@@ -9,7 +9,7 @@
 #       build time (the layer is built with --interpreter /usr/bin/python3.11);
 #   (c) (b)'s session vs a fresh venv + `pip install --no-index --find-links` of the same
 #       wheels + the import: what a workspace without pylayer does;
-#   (d) what hardening costs: a session as hardened (sandbox user, seccomp, rlimits,
+#   (d) what hardening costs: a session as hardened (sandbox user, seccomp, prlimit limits,
 #       read-only /proc/sys and /dev, sized tmpfs, --disable-userns) vs the same session as
 #       pylayer ran it before (sandbox's BenchmarkSessionHardening), alternating in one run;
 #   (e) start-up: `pylayer --version` vs starting /bin/true, and GODEBUG=inittrace=1's count

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Fixed paths and values inside the sandbox.
@@ -155,14 +156,6 @@ type FileKind int
 const (
 	// FileData is the read end of a pipe holding File.Data (--ro-bind-data, --seccomp).
 	FileData FileKind = iota
-	// FileInfo is the write end of a pipe on which bwrap says its child's pid
-	// (--info-fd); the caller reads it, and sets the session's limits on that child.
-	FileInfo
-	// FileBlock is the read end of a pipe on which bwrap's child waits before it
-	// runs the command (--block-fd); the caller writes a byte once the limits are
-	// set. Closing it unwritten releases the child too: a caller that cannot set the
-	// limits kills bwrap's process group first.
-	FileBlock
 )
 
 // File is what one inherited descriptor of a Plan holds.
@@ -274,10 +267,6 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 	}
 	a = append(a, "--die-with-parent", "--new-session", "--cap-drop", "ALL")
 	if !s.unhardened {
-		// bwrap says its child's pid, then waits until the limits are set (see Limits).
-		a = append(a, "--info-fd", p.add(File{Kind: FileInfo}), "--block-fd", p.add(File{Kind: FileBlock}))
-	}
-	if !s.unhardened {
 		prog, err := seccompProgram()
 		if err != nil {
 			return nil, fmt.Errorf("%w: building the seccomp filter: %w", ErrInvalidSpec, err)
@@ -369,7 +358,29 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 		a = append(a, "--setenv", kv[0], kv[1])
 	}
 	a = append(a, "--")
+	if !s.unhardened {
+		a = append(a, limitPrefix(lim)...)
+	}
 	return &Plan{Args: append(a, s.Command...), Files: p.files}, nil
+}
+
+// Prlimit is util-linux's prlimit(1), part of every Debian system: the first
+// program of every session, it sets the session's resource limits on itself and
+// runs the command with them (see Limits).
+const Prlimit = "/usr/bin/prlimit"
+
+// limitPrefix is the prlimit command line that runs the command under lim.
+func limitPrefix(lim Limits) []string {
+	n := func(name string, v int64) string { return "--" + name + "=" + strconv.FormatInt(v, 10) }
+	a := []string{Prlimit,
+		n("nproc", int64(lim.Processes)), n("as", lim.Memory), n("nofile", int64(lim.OpenFiles)),
+		n("fsize", lim.FileSize), "--core=0"}
+	if lim.CPU > 0 {
+		// SIGXCPU at the soft limit, which Result reports; SIGKILL a second later.
+		secs := int64(lim.CPU / time.Second)
+		a = append(a, fmt.Sprintf("--cpu=%d:%d", secs, secs+1))
+	}
+	return append(a, "--")
 }
 
 func fd(i int) string { return strconv.Itoa(firstDataFD + i) }

@@ -14,27 +14,12 @@ import (
 )
 
 // files are the descriptors of one run: child[i] becomes descriptor 3+i of
-// bwrap; info and block are this side's ends of the FileInfo and FileBlock pipes.
-type files struct {
-	child       []*os.File
-	info, block *os.File
-}
+// bwrap.
+type files struct{ child []*os.File }
 
-// close closes the child's ends (once bwrap holds them).
 func (f *files) close() {
 	closeAll(f.child)
 	f.child = nil
-}
-
-// closeOurs closes this side's ends. Closing the block pipe releases bwrap's child:
-// only once its limits are set, or bwrap's process group is killed.
-func (f *files) closeOurs() {
-	for _, p := range []**os.File{&f.info, &f.block} {
-		if *p != nil {
-			(*p).Close()
-			*p = nil
-		}
-	}
 }
 
 // openFiles makes the descriptors plan describes.
@@ -43,7 +28,6 @@ func openFiles(plan []File) (_ *files, err error) {
 	defer func() {
 		if err != nil {
 			f.close()
-			f.closeOurs()
 		}
 	}()
 	for _, pf := range plan {
@@ -51,17 +35,6 @@ func openFiles(plan []File) (_ *files, err error) {
 		switch pf.Kind {
 		case FileData:
 			c, err = dataPipe(pf.Data)
-		case FileInfo, FileBlock:
-			var r, w *os.File
-			if r, w, err = os.Pipe(); err != nil {
-				err = fmt.Errorf("creating a pipe for bwrap: %w", err)
-				break
-			}
-			if pf.Kind == FileInfo {
-				c, f.info = w, r
-			} else {
-				c, f.block = r, w
-			}
 		default:
 			err = fmt.Errorf("sandbox: unknown descriptor kind %d", pf.Kind)
 		}

@@ -77,10 +77,12 @@ func FuzzArgv(f *testing.F) {
 		if i >= len(a) {
 			t.Fatal("no -- before the command")
 		}
-		if !slices.Contains(a[:i], "--block-fd") {
-			t.Fatal("bwrap's child does not wait for its limits (--block-fd)")
+		lim, _ := Limits{}.withDefaults()
+		pre := limitPrefix(lim)
+		if !slices.Equal(a[i+1:i+1+len(pre)], pre) {
+			t.Fatalf("the command does not start with the limits %q: %q", pre, a[i+1:])
 		}
-		cmd := a[i+1:]
+		cmd := a[i+1+len(pre):]
 		if len(cmd) != len(s.Command) || cmd[0] != c0 || cmd[1] != c1 {
 			t.Fatalf("command %q, want %q", cmd, s.Command)
 		}

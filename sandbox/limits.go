@@ -20,15 +20,10 @@ const (
 // negative one is refused. Core dumps are always off.
 //
 // This host's kernel does not delegate a cgroup v2 subtree to pylayer, so the
-// limits are rlimits and tmpfs sizes. Run sets the rlimits with prlimit(2) on
-// bwrap's child while it waits, before it runs the command (bwrap --info-fd and
-// --block-fd), from a thread of pylayer that takes the session's host uid and gid
-// for those calls: prlimit(2) lets a process change the limits of one with its
-// own real uid and gid, and root here lacks CAP_SYS_RESOURCE. They are hard
-// limits, which nothing in the session can raise, and every process it starts
-// inherits them. (prlimit(1) as the session's first program did the same at the
-// cost of one more exec, about 1 ms of every session start.) bwrap sets the
-// tmpfs sizes (--size):
+// limits are rlimits, which the session's first program (Prlimit) sets on itself
+// before it runs the command (prlimit(2) on the sandbox's process from outside is
+// refused: root here lacks CAP_SYS_RESOURCE, and bwrap runs as another user), and
+// tmpfs sizes, which bwrap sets (--size):
 //
 //   - Processes is RLIMIT_NPROC. The kernel counts it per user namespace, so it
 //     caps the processes and threads of this session alone, not the host user's.

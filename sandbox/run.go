@@ -27,7 +27,7 @@ import (
 // user, and every directory bwrap binds must be reachable by it (Run checks, and
 // says what to change). The workspace is resolved without following any
 // symlink (see checkWorkspace). The session's resource limits (Spec.Limits)
-// are set on bwrap's child before it runs the command (see Limits).
+// are set by its first program, Prlimit.
 //
 // When the timeout passes or ctx is done, every process of the sandbox gets
 // SIGTERM and, KillGrace later, the sandbox is killed whole (bwrap's process
@@ -53,7 +53,7 @@ func Run(ctx context.Context, bwrap string, s Spec, o RunOptions) (*Result, erro
 	cmd.WaitDelay = max(o.KillGrace, time.Second)
 	lim, ident := l.lim, l.ident
 	start := time.Now()
-	if err := l.start(ctx); err != nil {
+	if err := l.start(); err != nil {
 		return nil, err
 	}
 	done := make(chan error, 1)
@@ -260,31 +260,12 @@ func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launc
 	return &launch{bwrap: bwrap, lim: lim, ident: ident, fds: fds, cmd: cmd}, nil
 }
 
-// start starts l.cmd, closes the descriptors bwrap now holds and, for a hardened
-// sandbox, sets the session's limits before bwrap's child may run the command
-// (files.limit). When they cannot be set, bwrap's process group is killed and
-// reaped, and start says why: nothing runs without its limits.
-func (l *launch) start(ctx context.Context) error {
+// start starts l.cmd and closes the descriptors bwrap now holds.
+func (l *launch) start() error {
 	if err := l.cmd.Start(); err != nil {
-		l.fds.closeOurs()
 		return fmt.Errorf("starting %s as %s: %w", l.bwrap, l.ident, err)
 	}
 	l.fds.close()
-	if l.fds.info == nil {
-		return nil
-	}
-	err := l.fds.limit(ctx, l.ident, l.lim)
-	switch {
-	case err == nil, errors.Is(err, errNoChild):
-	case errors.Is(err, errBwrapEnded):
-		_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
-	default:
-		_ = syscall.Kill(-l.cmd.Process.Pid, syscall.SIGKILL)
-		l.fds.closeOurs()
-		_ = l.cmd.Wait()
-		return fmt.Errorf("sandbox: setting the session's resource limits: %w", err)
-	}
-	l.fds.closeOurs()
 	return nil
 }
 

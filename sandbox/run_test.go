@@ -562,7 +562,7 @@ func TestCheck(t *testing.T) {
 }
 
 // BenchmarkSessionHardening measures what hardening costs a session: the same
-// `python3 -c pass` run hardened (sandbox user, seccomp, rlimits set from outside,
+// `python3 -c pass` run hardened (sandbox user, seccomp, limits through prlimit,
 // read-only /proc/sys and /dev, sized tmpfs, no nested user namespaces) and as
 // pylayer ran it before. bench/run.sh prints the difference.
 func BenchmarkSessionHardening(b *testing.B) {

@@ -75,7 +75,7 @@ func Start(ctx context.Context, bwrap string, s Spec, o StartOptions) (*Process,
 		}
 	}
 	l.cmd.Stdin, l.cmd.Stdout, l.cmd.Stderr = theirs[0], theirs[1], theirs[2]
-	if err := l.start(ctx); err != nil {
+	if err := l.start(); err != nil {
 		closeAllOnErr()
 		return nil, err
 	}

@@ -152,14 +152,8 @@ func TestArgvSupport(t *testing.T) {
 			t.Errorf("argv lacks %q: %s", want, a)
 		}
 	}
-	data := 0
-	for _, f := range p.Files {
-		if f.Kind == FileData {
-			data++
-		}
-	}
-	if data > 1 {
-		t.Errorf("%d data descriptors, want at most the seccomp program", data)
+	if n := len(p.Files); n > 1 {
+		t.Errorf("%d descriptors, want at most the seccomp program", n)
 	}
 	if _, err := Build("/usr/bin/bwrap", Spec{Command: []string{"true"}, Support: "rel/dir"}); !errors.Is(err, ErrInvalidSpec) {
 		t.Errorf("a relative support directory: %v, want ErrInvalidSpec", err)
