@@ -5,7 +5,10 @@
 // Trust is checked on every use, not only on fetch: VerifyRef checks the signature and that
 // the manifest agrees with its own lock (CheckConsistent), Pull and Ensure record in the
 // cache how each digest was admitted, and CheckUse re-decides, offline, from that record
-// and the current policy whether a cached digest may be used from a repository.
+// and the current policy whether a cached digest may be used from a repository. That
+// offline half (references, CheckConsistent, CheckUse, and Ensure of a cached digest) is
+// registry/local, under the same names here, so that pylayer's front end can run a
+// session on a warm cache without linking the registry protocol.
 //
 // A tag or digest naming an image index of pylayer artifacts (oci.PlatformIndex) stands for
 // its entry for the host's platform, or the one ForPlatform names (platform.go): the
