@@ -16,6 +16,11 @@
 //	<root>/unsynced/<boot>.<id>.json   what an install placed before its bytes were
 //	                                   surely on disk (unsynced.go)
 //
+// Beside them the CLI keeps, and this package never reads: sessions/<id>/cache/, each
+// broker session's cache directory (sandbox.Spec.Cache), and sandbox/v1-<hash>/, the
+// support tree every sandbox binds (sandbox.Spec.Support: the pip shim, the guard,
+// passwd and group, written once per content).
+//
 // Everything under trees/ and layers/ appears by one atomic rename of a
 // directory that is complete and read-only, so a crash (kill -9 at any
 // point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
