@@ -334,8 +334,11 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			"--symlink", "python3", InterpreterDir+"/bin/python")
 	}
 	if s.Support != "" {
-		a = append(a, "--ro-bind", supportPath(s.Support), supportMount,
-			"--symlink", "support/bin", ShimBinDir, "--symlink", "support/guard", guardDir)
+		a = append(a, "--ro-bind", supportPath(s.Support), supportMount)
+		if s.guardPyc != "" {
+			a = append(a, "--ro-bind", s.guardPyc, supportMount+"/guard/__pycache__")
+		}
+		a = append(a, "--symlink", "support/bin", ShimBinDir, "--symlink", "support/guard", guardDir)
 	} else {
 		a = append(a, "--perms", "0555", "--ro-bind-data", fd(dataPipShim), ShimBinDir+"/pip")
 		for _, n := range pipNames[1:] {

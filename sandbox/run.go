@@ -118,6 +118,11 @@ func reachable(s Spec, ident Identity) error {
 			return err
 		}
 	}
+	if s.guardPyc != "" {
+		if err := checkReachable("the guard's bytecode", s.guardPyc, ident); err != nil {
+			return err
+		}
+	}
 	if s.Workspace != "" {
 		return checkReachable("workspace", filepath.Dir(s.Workspace), ident)
 	}
@@ -206,6 +211,17 @@ type launch struct {
 // and that it can reach every directory bwrap binds, the workspace, and the
 // descriptors the plan passes. The caller closes l.fds.
 func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launch, error) {
+	if s.Support != "" {
+		if err := checkHostPath("support", s.Support); err != nil {
+			return nil, err
+		}
+		if _, err := ensureSupport(ctx, s.Support); err != nil {
+			return nil, err
+		}
+		if !s.noGuardPyc {
+			s.guardPyc = guardBytecode(ctx, bwrap, s, user)
+		}
+	}
 	plan, err := Build(bwrap, s)
 	if err != nil {
 		return nil, err
@@ -213,11 +229,6 @@ func prepare(ctx context.Context, bwrap string, s Spec, user, id string) (*launc
 	lim, _ := s.Limits.withDefaults() // Build checked them
 	if err := checkExists(s); err != nil {
 		return nil, err
-	}
-	if s.Support != "" {
-		if _, err := ensureSupport(ctx, s.Support); err != nil {
-			return nil, err
-		}
 	}
 	ident, err := HostIdentity(ctx, user)
 	if s.unhardened {

@@ -78,6 +78,11 @@ type Spec struct {
 	// as the caller): only for the benchmark that measures what hardening costs,
 	// never for a session. It is unexported so nothing outside can ask for it.
 	unhardened bool
+	// guardPyc is the host directory of the guard's bytecode that prepare found or made
+	// for this session (guardpyc.go), bound at the support tree's guard/__pycache__;
+	// noGuardPyc is set on the session that compiles it.
+	guardPyc   string
+	noGuardPyc bool
 }
 
 // Degraded reports whether s runs the host's /usr/bin/python3 instead of a

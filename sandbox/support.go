@@ -37,6 +37,7 @@ type supportEntry struct {
 	mode fs.FileMode // of a file
 	data []byte      // of a file
 	link string      // a symlink's target, relative
+	dir  bool        // an empty directory (a mount point)
 }
 
 func supportEntries() []supportEntry {
@@ -47,6 +48,7 @@ func supportEntries() []supportEntry {
 	return append(es,
 		supportEntry{name: "guard/pip/__init__.py", mode: 0o444, data: pipGuard},
 		supportEntry{name: "guard/sitecustomize.py", mode: 0o444, data: siteCustomize},
+		supportEntry{name: "guard/__pycache__", dir: true}, // where the guard's bytecode is bound (guardpyc.go)
 		supportEntry{name: "etc/passwd", mode: 0o444, data: passwdData},
 		supportEntry{name: "etc/group", mode: 0o444, data: groupData})
 }
@@ -58,7 +60,7 @@ var supportName = sync.OnceValue(func() string { return supportNameOf(supportEnt
 func supportNameOf(es []supportEntry) string {
 	h := sha256.New()
 	for _, e := range es {
-		fmt.Fprintf(h, "%s\x00%o\x00%s\x00%d\x00", e.name, e.mode, e.link, len(e.data))
+		fmt.Fprintf(h, "%s\x00%o\x00%s\x00%t\x00%d\x00", e.name, e.mode, e.link, e.dir, len(e.data))
 		h.Write(e.data)
 	}
 	return "v1-" + hex.EncodeToString(h.Sum(nil))[:32]
@@ -74,27 +76,36 @@ func ensureSupport(ctx context.Context, dir string) (string, error) {
 	final := supportPath(dir)
 	fi, err := os.Lstat(final)
 	if errors.Is(err, fs.ErrNotExist) {
-		if err = writeSupport(ctx, dir, final); err == nil {
+		if err = writeTree(ctx, dir, final, supportEntries()); err == nil {
 			fi, err = os.Lstat(final)
 		}
 	}
 	if err != nil {
 		return "", fmt.Errorf("%w: support tree %s: %w", ErrInvalidSpec, final, err)
 	}
-	st, _ := fi.Sys().(*syscall.Stat_t)
-	switch {
-	case !fi.IsDir():
-		return "", fmt.Errorf("%w: support tree %s is not a directory: remove it, and pylayer writes it again", ErrInvalidSpec, final)
-	case st == nil || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0:
-		return "", fmt.Errorf("%w: support tree %s (mode %04o) must be owned by uid %d and writable by no one else: remove it, and pylayer writes it again",
-			ErrInvalidSpec, final, fi.Mode().Perm(), os.Geteuid())
+	if err := checkTree(final, fi); err != nil {
+		return "", fmt.Errorf("%w: support tree %w", ErrInvalidSpec, err)
 	}
 	return final, nil
 }
 
-// writeSupport writes the support tree under a temporary name in dir, syncs it and
-// renames it to final; when another writer got there first, its tree stays.
-func writeSupport(ctx context.Context, dir, final string) error {
+// checkTree checks that fi, the Lstat of final, is a directory this process's user owns
+// that no one else may write.
+func checkTree(final string, fi fs.FileInfo) error {
+	st, _ := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.IsDir():
+		return fmt.Errorf("%s is not a directory: remove it, and pylayer writes it again", final)
+	case st == nil || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("%s (mode %04o) must be owned by uid %d and writable by no one else: remove it, and pylayer writes it again",
+			final, fi.Mode().Perm(), os.Geteuid())
+	}
+	return nil
+}
+
+// writeTree writes entries under a temporary name in dir, syncs them and renames the
+// tree to final; when another writer got there first, its tree stays.
+func writeTree(ctx context.Context, dir, final string, entries []supportEntry) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -117,8 +128,14 @@ func writeSupport(ctx context.Context, dir, final string) error {
 		dirs = append(dirs, d)
 		return os.Mkdir(d, 0o700)
 	}
-	for _, e := range supportEntries() {
+	for _, e := range entries {
 		p := filepath.Join(tmp, filepath.FromSlash(e.name))
+		if e.dir {
+			if err := mkdirs(p); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := mkdirs(filepath.Dir(p)); err != nil {
 			return err
 		}

@@ -19,7 +19,8 @@
 // Beside them the CLI keeps, and this package never reads: sessions/<id>/cache/, each
 // broker session's cache directory (sandbox.Spec.Cache), and sandbox/v1-<hash>/, the
 // support tree every sandbox binds (sandbox.Spec.Support: the pip shim, the guard,
-// passwd and group, written once per content).
+// passwd and group, written once per content) with sandbox/pyc-<key>/, the guard's
+// bytecode for each interpreter.
 //
 // Everything under trees/ and layers/ appears by one atomic rename of a
 // directory that is complete and read-only, so a crash (kill -9 at any
