@@ -577,10 +577,13 @@ func BenchmarkSessionHardening(b *testing.B) {
 		b.Run(tt.name, func(b *testing.B) {
 			// The hardened side as the CLI runs it, with a support tree.
 			s := Spec{Command: []string{"python3", "-S", "-c", "pass"}, unhardened: tt.unhardened}
-			if !tt.unhardened { // written before the timed loop, as a host's first session does
+			if !tt.unhardened { // the tree and the guard's bytecode made before the timed loop, as a host's first session does
 				s.Support = filepath.Join(sharedDir(b), "sandbox")
 				if _, err := ensureSupport(context.Background(), s.Support); err != nil {
 					b.Fatal(err)
+				}
+				if guardBytecode(context.Background(), bw, s, "") == "" {
+					b.Fatal("the guard's bytecode could not be compiled")
 				}
 			}
 			for b.Loop() {
