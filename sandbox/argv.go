@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -294,7 +295,7 @@ func build(host hostFS, bwrap string, s Spec) (*Plan, error) {
 			a = append(a, "--ro-bind", d, d)
 		}
 	}
-	for _, f := range append(etcFiles[:len(etcFiles):len(etcFiles)], hostCaches...) {
+	for _, f := range slices.Concat(etcFiles, hostCaches) {
 		if target, ok := usrSymlink(host, f); ok {
 			a = append(a, "--symlink", target, f) // no mount: /usr is the host's
 		} else {
