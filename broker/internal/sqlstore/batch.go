@@ -2,15 +2,16 @@ package sqlstore
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/pylayer/pylayer/broker"
 )
 
 // later is the rows the writes of a group commit's batch append, inserted together at
 // the batch's end (deferred): requests first, then classifications, bindings and audit
-// events, each maxRows to a statement, then the notifications. Nothing in a write reads
-// back what it appends, and a write never sees another's (they are concurrent callers'),
-// so only the round trips change. A batch whose writes ran no statement of their own
+// events, each in as few statements as insertMany makes, then the notifications. Nothing
+// in a write reads back what it appends, and a write never sees another's (they are
+// concurrent callers'), so only the round trips change. A batch whose writes ran no statement of their own
 // sends all of it as one Dialect.Pipeline: one round trip for the batch, begin to commit
 // (runBatch). A lone write goes the same way (group.go), so the first of a burst, which
 // every write that follows waits behind, costs one round trip, not six.
@@ -47,12 +48,12 @@ type Stmt struct {
 func (t tx) deferred() []deferredStmt {
 	var out []deferredStmt
 	if l := t.later; l != nil {
-		out = insertMany(out, "inserting requests", `INSERT INTO requests (`+requestCols+`) VALUES `, l.requests)
+		out = t.s.insertMany(out, "inserting requests", requestsTable, l.requests)
 		if len(l.classified) > 0 && t.s.d.ClassifyMany != "" {
 			out = append(out, classifyMany(t.s.d.ClassifyMany, l.classified))
 		}
-		out = insertMany(out, "inserting bindings", `INSERT INTO bindings (session_id, kind, digest, ref, request_id, created) VALUES `, l.bindings)
-		out = insertMany(out, "inserting audit events", `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail) VALUES `, l.audit)
+		out = t.s.insertMany(out, "inserting bindings", bindingsTable, l.bindings)
+		out = t.s.insertMany(out, "inserting audit events", auditTable, l.audit)
 		*l = later{}
 	}
 	if n := t.notifyStmt(); n != nil {
@@ -61,18 +62,85 @@ func (t tx) deferred() []deferredStmt {
 	return out
 }
 
-// insertMany appends to out the inserts of rows, maxRows to a statement.
-func insertMany(out []deferredStmt, what, into string, rows [][]any) []deferredStmt {
+// table is what a multi-row insert needs of a table: its columns, and the PostgreSQL
+// type of each (for Dialect.Arrays): "text" or "bigint" (an int or int64 argument).
+type table struct {
+	into  string // INSERT INTO name (columns)
+	types []string
+}
+
+var (
+	requestsTable = table{`INSERT INTO requests (` + requestCols + `)`, []string{"text", "text", "text", "text", "text",
+		"text", "text", "bigint", "text", "text", "text", "text", "text", "bigint", "bigint"}}
+	bindingsTable = table{`INSERT INTO bindings (session_id, kind, digest, ref, request_id, created)`,
+		[]string{"text", "text", "text", "text", "text", "bigint"}}
+	auditTable = table{`INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail)`,
+		[]string{"bigint", "text", "text", "text", "text", "text", "text", "text"}}
+)
+
+// insertMany appends to out the inserts of rows (each in tb's column order) into tb. With
+// Dialect.Arrays that is one statement, whatever the count, binding one array per column:
+// a single statement text, which the driver prepares once per connection and the server
+// plans without parsing a thousand placeholders. A VALUES list of n rows is a text of its
+// own for each n: measured in a burst on PostgreSQL, nearly every batch of a group commit
+// paid a prepare round trip for its inserts. Without, maxRows rows to a VALUES list.
+func (s *Store) insertMany(out []deferredStmt, what string, tb table, rows [][]any) []deferredStmt {
+	if len(rows) == 0 {
+		return out
+	}
+	if s.d.Arrays {
+		return append(out, arrayInsert(what, tb, rows))
+	}
 	for len(rows) > 0 {
 		n := min(len(rows), maxRows)
 		args := make([]any, 0, n*len(rows[0]))
 		for _, r := range rows[:n] {
 			args = append(args, r...)
 		}
-		out = append(out, deferredStmt{what: fmt.Sprintf("%s (%d)", what, n), query: into + values(n, len(rows[0])), args: args})
+		out = append(out, deferredStmt{what: fmt.Sprintf("%s (%d)", what, n), query: tb.into + ` VALUES ` + values(n, len(rows[0])), args: args})
 		rows = rows[n:]
 	}
 	return out
+}
+
+// arrayInsert is the insert of rows into tb as INSERT ... SELECT * FROM unnest(arrays),
+// which keeps the rows' order.
+func arrayInsert(what string, tb table, rows [][]any) deferredStmt {
+	var q strings.Builder
+	q.WriteString(tb.into + ` SELECT * FROM unnest(`)
+	args := make([]any, len(tb.types))
+	for i, typ := range tb.types {
+		if i > 0 {
+			q.WriteString(", ")
+		}
+		q.WriteString("?::" + typ + "[]")
+		if typ == "bigint" {
+			col := make([]int64, len(rows))
+			for j, r := range rows {
+				col[j] = intArg(r[i])
+			}
+			args[i] = col
+			continue
+		}
+		col := make([]string, len(rows))
+		for j, r := range rows {
+			col[j] = textArg(r[i])
+		}
+		args[i] = col
+	}
+	q.WriteString(")")
+	return deferredStmt{what: fmt.Sprintf("%s (%d)", what, len(rows)), query: q.String(), args: args}
+}
+
+// intArg is an integer argument of a row as an int64.
+func intArg(v any) int64 {
+	switch v := v.(type) {
+	case int:
+		return int64(v)
+	case int64:
+		return v
+	}
+	panic(fmt.Sprintf("sqlstore: %T is not an integer column's argument", v))
 }
 
 // classifiedText is where classifyMany's text columns are in a row of requestArgs (which

@@ -26,30 +26,25 @@ func (t tx) insertBinding(ctx context.Context, b *broker.Binding) error {
 	return t.insertBindings(ctx, []broker.Binding{*b})
 }
 
-// maxRows bounds the rows of one multi-row INSERT (9 values each at most: far below
+// maxRows bounds the rows of one multi-row VALUES list (15 values each at most: far below
 // either database's limit on a statement's parameters).
 const maxRows = 64
 
-// insertBindings adds bs in as few statements as there are maxRows of them: each
-// statement is a round trip to a database server.
+// insertBindings adds bs in as few statements as it can (insertMany): each statement is
+// a round trip to a database server.
 func (t tx) insertBindings(ctx context.Context, bs []broker.Binding) error {
+	rows := make([][]any, len(bs))
+	for i, b := range bs {
+		rows[i] = []any{b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created)}
+	}
 	if t.later != nil {
-		for _, b := range bs {
-			t.later.bindings = append(t.later.bindings, []any{b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created)})
-		}
+		t.later.bindings = append(t.later.bindings, rows...)
 		return nil
 	}
-	for len(bs) > 0 {
-		n := min(len(bs), maxRows)
-		args := make([]any, 0, 6*n)
-		for _, b := range bs[:n] {
-			args = append(args, b.SessionID, b.Kind, b.Digest, b.Ref, b.RequestID, nanos(b.Created))
-		}
-		if _, err := t.exec(ctx, `INSERT INTO bindings (session_id, kind, digest, ref, request_id, created) VALUES `+
-			values(n, 6), args...); err != nil {
+	for _, st := range t.s.insertMany(nil, "adding bindings", bindingsTable, rows) {
+		if _, err := t.exec(ctx, st.query, st.args...); err != nil {
 			return fmt.Errorf("adding binding to session %q: %w", bs[0].SessionID, err)
 		}
-		bs = bs[n:]
 	}
 	return nil
 }
@@ -119,36 +114,33 @@ func (s *Store) Audit(ctx context.Context, e broker.AuditEvent) error {
 	return s.inTx(ctx, func(t tx) error { return t.audit(ctx, e) })
 }
 
-// audit appends events inside t, maxRows to a statement.
+// audit appends events inside t, in as few statements as insertMany makes.
 func (t tx) audit(ctx context.Context, events ...broker.AuditEvent) error {
-	for len(events) > 0 {
-		n := min(len(events), maxRows)
-		args := make([]any, 0, 8*n)
-		for _, e := range events[:n] {
-			if e.Actor == "" || e.Action == "" {
-				return fmt.Errorf("auditing: %w: Actor and Action are required", broker.ErrInvalid)
-			}
-			if e.Time.IsZero() {
-				e.Time = time.Now()
-			}
-			pkgs, err := toJSON(nonNil(e.Packages))
-			if err != nil {
-				return fmt.Errorf("auditing %s: %w", e.Action, err)
-			}
-			args = append(args, nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail)
+	if len(events) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(events))
+	for i, e := range events {
+		if e.Actor == "" || e.Action == "" {
+			return fmt.Errorf("auditing: %w: Actor and Action are required", broker.ErrInvalid)
 		}
-		if t.later != nil {
-			for i := 0; i < len(args); i += 8 {
-				t.later.audit = append(t.later.audit, args[i:i+8])
-			}
-			events = events[n:]
-			continue
+		if e.Time.IsZero() {
+			e.Time = time.Now()
 		}
-		if _, err := t.exec(ctx, `INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail) VALUES `+
-			values(n, 8), args...); err != nil {
+		pkgs, err := toJSON(nonNil(e.Packages))
+		if err != nil {
+			return fmt.Errorf("auditing %s: %w", e.Action, err)
+		}
+		rows[i] = []any{nanos(e.Time), e.Actor, e.Action, e.SessionID, e.RequestID, pkgs, e.Decision, e.Detail}
+	}
+	if t.later != nil {
+		t.later.audit = append(t.later.audit, rows...)
+		return nil
+	}
+	for _, st := range t.s.insertMany(nil, "auditing "+events[0].Action, auditTable, rows) {
+		if _, err := t.exec(ctx, st.query, st.args...); err != nil {
 			return fmt.Errorf("auditing %s: %w", events[0].Action, err)
 		}
-		events = events[n:]
 	}
 	return nil
 }

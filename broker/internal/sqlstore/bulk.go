@@ -45,8 +45,7 @@ func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit
 			return err
 		}
 		now := time.Now().UTC()
-		ids := make([]any, 0, len(found)+4)
-		ids = append(ids, broker.StateBound, p.Digest, nanos(now))
+		ids := make([]string, 0, len(found))
 		bs := make([]broker.Binding, len(found))
 		events := make([]broker.AuditEvent, len(found))
 		for i := range found {
@@ -56,8 +55,9 @@ func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit
 			bs[i] = broker.Binding{SessionID: r.SessionID, Kind: p.Kind, Digest: p.Digest, Ref: p.Ref, RequestID: r.ID, Created: now}
 			events[i] = audit(*r)
 		}
-		res, err := t.exec(ctx, `UPDATE requests SET state = ?, digest = ?, updated = ?
-			WHERE id IN (`+strings.TrimSuffix(strings.Repeat("?, ", len(found)), ", ")+`)`, ids...)
+		q, args := s.idsIn(`UPDATE requests SET state = ?, digest = ?, updated = ? WHERE id`, ids,
+			broker.StateBound, p.Digest, nanos(now))
+		res, err := t.exec(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("binding approved requests of lock %s: %w", p.LockKey, err)
 		}
@@ -82,4 +82,18 @@ func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit
 		return nil, err
 	}
 	return bound, nil
+}
+
+// idsIn completes query, which ends in "WHERE key", with a condition that key is one of
+// keys, and returns it with its arguments (args, then the keys): the dialect's list
+// bound to one parameter (Dialect.InList), one statement text for any count, or else
+// IN (?, ?, ...).
+func (s *Store) idsIn(query string, keys []string, args ...any) (string, []any) {
+	if s.d.ListArg != nil {
+		return query + ` ` + s.d.InList, append(args, s.d.ListArg(keys))
+	}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return query + ` IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keys)), ", ") + `)`, args
 }

@@ -61,6 +61,10 @@ type Dialect struct {
 	// changed them all: the statement itself, since in a Pipeline nothing can look at
 	// its count before the commit.
 	ClassifyMany string
+	// Arrays: a multi-row insert binds one array per column, INSERT ... SELECT * FROM
+	// unnest(?::text[], ?::bigint[], ...), one statement for any number of rows
+	// (batch.go's insertMany); else VALUES lists of at most maxRows rows.
+	Arrays bool
 	// Pipeline, if set, runs stmts on a connection of db in one round trip and one
 	// transaction, all or nothing (PostgreSQL: a pgx batch, which the server runs as one
 	// implicit transaction). A group commit batch whose writes ran no statement of their
