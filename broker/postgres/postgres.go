@@ -98,6 +98,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 	w := sql.OpenDB(c)
 	w.SetMaxOpenConns(writeConns)
 	w.SetMaxIdleConns(writeConns)
+	if err := warm(ctx, w, writeConns); err != nil {
+		db.Close()
+		w.Close()
+		return nil, fmt.Errorf("opening store %s: %w", Redact(dsn), err)
+	}
 	s, err := sqlstore.NewSplit(ctx, db, w, dialect)
 	if err != nil {
 		db.Close()
@@ -105,6 +110,29 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", Redact(dsn), err)
 	}
 	return &Store{Store: s, cfg: cfg}, nil
+}
+
+// warm opens n connections of db now, not in the first burst: a connection costs the
+// server a process and the client the round trips of startup and authentication, and
+// every write queued behind the group commit's first batch would wait for them.
+func warm(ctx context.Context, db *sql.DB, n int) error {
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		if err := c.PingContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // migrationLock is the pg_advisory_xact_lock key that serialises migrations.
@@ -122,6 +150,7 @@ var dialect = &sqlstore.Dialect{
 	ReadBatches:    readBatches,
 	InList:         `= ANY(?::text[])`,
 	ListArg:        func(keys []string) any { return keys },
+	Arrays:         true,
 	ClassifyMany: `WITH u AS (UPDATE requests AS r SET state = v.state, decision = v.decision, reasons = v.reasons,
 			isolated = v.isolated, packages = v.packages, lock_key = v.lock_key, digest = v.digest, error = v.error,
 			updated = v.updated
