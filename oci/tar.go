@@ -18,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -29,6 +30,23 @@ import (
 // output does not change with the Go toolchain. Changing the level or its version
 // changes every layer digest, which the golden tests in this package catch.
 const GzipLevel = 6
+
+// MaxZstdWindow bounds the memory a zstd frame may make its decoder hold (its window):
+// 64 MiB, eight times what zstd's highest standard level (19) uses. A stream that asks
+// for more (zstd --long, or a hostile one) fails to read, naming its window.
+const MaxZstdWindow = 64 << 20
+
+// ZstdReader decompresses a zstd stream (a tar+zstd layer blob) with the limits every
+// reader of layers shares: a window of at most MaxZstdWindow, and the decoding in the
+// reading goroutine (a pull unpacks several blobs at once already). Close it when done.
+func ZstdReader(r io.Reader) (*zstd.Decoder, error) {
+	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(MaxZstdWindow),
+		zstd.WithDecoderMaxMemory(MaxZstdWindow))
+	if err != nil {
+		return nil, fmt.Errorf("starting a zstd decoder: %w", err)
+	}
+	return zr, nil
+}
 
 // ErrUnsupportedFile: the tree holds something other than regular files and
 // directories (a symlink, fifo, socket or device), or a name that cannot be stored.

@@ -113,10 +113,17 @@ func scanLayer(r io.Reader, mediaType string) ([]byte, error) {
 		}
 		defer gz.Close()
 		tr = tar.NewReader(gz)
+	case v1.MediaTypeImageLayerZstd:
+		zr, err := oci.ZstdReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		tr = tar.NewReader(zr)
 	case v1.MediaTypeImageLayer:
 		tr = tar.NewReader(r)
 	default:
-		return nil, fmt.Errorf("media type %q: an SBOM is read from gzip'd or plain tar layers, as pylayer writes them", mediaType)
+		return nil, fmt.Errorf("media type %q: an SBOM is read from tar layers, plain, gzip'd or zstd-compressed, as pylayer writes them", mediaType)
 	}
 	for {
 		h, err := tr.Next()

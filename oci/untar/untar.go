@@ -37,6 +37,9 @@ type Limits struct {
 	MaxTotalBytes int64 // uncompressed bytes of all files
 }
 
+// errOptions: Extract was called with options that contradict each other.
+var errOptions = errors.New("invalid options")
+
 // DefaultLimits: 100k entries, 1 GiB per file, 4 GiB in all.
 func DefaultLimits() Limits {
 	return Limits{MaxEntries: 100_000, MaxFileBytes: 1 << 30, MaxTotalBytes: 4 << 30}
@@ -51,6 +54,9 @@ type Options struct {
 	What string
 	// Gzip: the stream is a gzip'd tar.
 	Gzip bool
+	// Zstd: the stream is a zstd-compressed tar (OCI tar+zstd), read by oci.ZstdReader;
+	// not with Gzip.
+	Zstd bool
 	// Symlinks accepts symbolic links whose target passes oci.CheckSymlink
 	// (relative, clean, resolving inside the tree). Interpreter artifacts only.
 	Symlinks bool
@@ -95,7 +101,7 @@ type Entry struct {
 	Link string      // of a Symlink, its target
 }
 
-// Extract reads a tar (gzip'd with o.Gzip) from r and unpacks it under dst,
+// Extract reads a tar (gzip'd with o.Gzip, zstd-compressed with o.Zstd) from r and unpacks it under dst,
 // which it creates and must not exist, refusing everything the package doc
 // lists (ErrUnsafe, ErrTooLarge). It returns what it made, sorted by path, with
 // the hash of every file when o.Hash is set. Files are not fsynced: callers flush the whole tree
@@ -123,6 +129,17 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 		x.o.What = "archive"
 	}
 	src := fsx.Reader(ctx, r)
+	if o.Gzip && o.Zstd {
+		return nil, fmt.Errorf("unpacking: %w: a stream is gzip'd or zstd-compressed, not both", errOptions)
+	}
+	if o.Zstd {
+		zr, err := oci.ZstdReader(src)
+		if err != nil {
+			return nil, fmt.Errorf("unpacking: %w", err)
+		}
+		defer zr.Close()
+		src = zr
+	}
 	if o.Gzip {
 		zr, err := gzip.NewReader(src)
 		if err != nil {

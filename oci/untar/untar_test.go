@@ -11,9 +11,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // ent is one tar entry to write.
@@ -326,6 +329,60 @@ func TestCheckName(t *testing.T) {
 	for _, name := range []string{"", ".", "..", "/a", "a/", "a//b", "a/./b", "a/..", "a\x00b", `a\b`, "a\tb", "a\x7fb", "\xff"} {
 		if err := CheckName(name); err == nil {
 			t.Errorf("CheckName(%q) = nil, want an error", name)
+		}
+	}
+}
+
+// TestExtractZstd: a tar+zstd stream unpacks to what the same tar gzip'd does; a gzip
+// stream said to be zstd, both codecs at once, and a frame asking for a window over
+// oci.MaxZstdWindow (64 MiB) are refused, leaving nothing.
+func TestExtractZstd(t *testing.T) {
+	raw := rawTar(t, reg("a/b/c", "x"), dir("a/"), exe("a/run", "#!"), reg("ü/ß", "utf-8"))
+	zs := func() []byte {
+		var buf bytes.Buffer
+		zw, err := zstd.NewWriter(&buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := zw.Write(raw); err != nil {
+			t.Fatal(err)
+		}
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	base := t.TempDir()
+	want, err := Extract(context.Background(), bytes.NewReader(gz(t, raw)), filepath.Join(base, "gzip"), Options{Limits: lim(), Gzip: true, Hash: sha256.New})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Extract(context.Background(), bytes.NewReader(zs()), filepath.Join(base, "zstd"), Options{Limits: lim(), Zstd: true, Hash: sha256.New})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("zstd unpacked\n%v\nwant (as gzip)\n%v", got, want)
+	}
+	for _, c := range []struct {
+		name string
+		data []byte
+		opts Options
+		want string
+	}{
+		{"gzip said to be zstd", gz(t, raw), Options{Limits: lim(), Zstd: true}, "magic number"},
+		{"both codecs", zs(), Options{Limits: lim(), Zstd: true, Gzip: true}, "not both"},
+		// A frame header asking for a 1 GiB window (descriptor 0xA0: 2^(10+20)), then an
+		// empty last block.
+		{"window too large", []byte{0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xa0, 0x01, 0x00, 0x00}, Options{Limits: lim(), Zstd: true}, "window"},
+	} {
+		dst := filepath.Join(base, strings.ReplaceAll(c.name, " ", "-"))
+		_, err := Extract(context.Background(), bytes.NewReader(c.data), dst, c.opts)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want one mentioning %q", c.name, err, c.want)
+		}
+		if _, serr := os.Lstat(dst); !os.IsNotExist(serr) {
+			t.Errorf("%s: left %s behind (%v)", c.name, dst, serr)
 		}
 	}
 }

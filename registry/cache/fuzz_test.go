@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 // FuzzUnpack feeds arbitrary bytes to the unpacker: it must never panic,
@@ -27,22 +29,26 @@ func FuzzUnpack(f *testing.F) {
 		nil,
 	}
 	for _, s := range seeds {
-		f.Add(true, s)
+		f.Add(uint8(1), s)
 	}
-	// The same archives uncompressed.
-	f.Add(false, gunzip(f, seeds[1]))
-	f.Add(false, gunzip(f, seeds[3]))
+	// The same archives uncompressed, and zstd-compressed.
+	for _, i := range []int{1, 3} {
+		f.Add(uint8(0), gunzip(f, seeds[i]))
+		f.Add(uint8(2), zstdOf(f, gunzip(f, seeds[i])))
+	}
+	f.Add(uint8(2), []byte("not zstd"))
+	mediaTypes := []string{v1.MediaTypeImageLayer, v1.MediaTypeImageLayerGzip, v1.MediaTypeImageLayerZstd}
 
 	base := f.TempDir()
 	durable = false
 	defer func() { durable = true }()
-	f.Fuzz(func(t *testing.T, compressed bool, data []byte) {
+	f.Fuzz(func(t *testing.T, codec uint8, data []byte) {
 		outer, err := os.MkdirTemp(base, "outer-")
 		must(t, err)
 		defer forceRemoveAll(outer)
 		dst := filepath.Join(outer, "root")
 		lim := Limits{MaxEntries: 1000, MaxFileBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxBlobBytes: 4 << 20}
-		recs, err := unpack(context.Background(), bytes.NewReader(data), compressed, dst, lim, false)
+		recs, err := unpack(context.Background(), bytes.NewReader(data), mediaTypes[int(codec)%len(mediaTypes)], dst, lim, false)
 		left := names(t, outer)
 		if err != nil {
 			if len(left) != 0 {
@@ -123,4 +129,16 @@ func FuzzRefName(f *testing.F) {
 			t.Fatalf("unescapeRef(%q) = %q, %v; want %q", file, back, ok, name)
 		}
 	})
+}
+
+// zstdOf is raw zstd-compressed, as a tar+zstd layer blob.
+func zstdOf(tb testing.TB, raw []byte) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	zw, err := zstd.NewWriter(&buf)
+	must(tb, err)
+	_, err = zw.Write(raw)
+	must(tb, err)
+	must(tb, zw.Close())
+	return buf.Bytes()
 }

@@ -156,8 +156,10 @@ func (c *Cache) checkManifest(md digest.Digest, b []byte) (*v1.Manifest, error) 
 	}
 	seen := make(map[digest.Digest]bool, len(m.Layers))
 	for i, l := range m.Layers {
-		if l.MediaType != v1.MediaTypeImageLayerGzip && l.MediaType != v1.MediaTypeImageLayer {
-			return nil, fmt.Errorf("%w: layer %d (%s): media type %q: the host cache unpacks gzip'd or plain tar layers only", oci.ErrInvalidManifest, i, titleOf(l), l.MediaType)
+		switch l.MediaType {
+		case v1.MediaTypeImageLayerGzip, v1.MediaTypeImageLayerZstd, v1.MediaTypeImageLayer:
+		default:
+			return nil, fmt.Errorf("%w: layer %d (%s): media type %q: the host cache unpacks tar layers, plain, gzip'd or zstd-compressed, only", oci.ErrInvalidManifest, i, titleOf(l), l.MediaType)
 		}
 		if seen[l.Digest] {
 			return nil, fmt.Errorf("%w: layer %d (%s): blob %s is listed twice", oci.ErrInvalidManifest, i, titleOf(l), l.Digest)

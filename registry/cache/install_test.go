@@ -206,7 +206,10 @@ func TestInstallRefuses(t *testing.T) {
 		return digest.FromBytes(b), b
 	}
 	wrongType, wrongTypeB := withManifest(func(m map[string]any) { m["artifactType"] = "application/vnd.other" })
-	zstd, zstdB := withManifest(func(m map[string]any) {
+	bzip2, bzip2B := withManifest(func(m map[string]any) {
+		m["layers"].([]any)[0].(map[string]any)["mediaType"] = "application/vnd.oci.image.layer.v1.tar+bzip2"
+	})
+	mislabelled, mislabelledB := withManifest(func(m map[string]any) { // a gzip'd blob said to be zstd
 		m["layers"].([]any)[0].(map[string]any)["mediaType"] = v1.MediaTypeImageLayerZstd
 	})
 	twice, twiceB := withManifest(func(m map[string]any) {
@@ -225,7 +228,8 @@ func TestInstallRefuses(t *testing.T) {
 		{"manifest digest mismatch", digest.FromString("other"), fx.manifest, s.fetch, nil, oci.ErrDigestMismatch, "hash to"},
 		{"not sha256", digest.Digest("sha512:" + strings.Repeat("a", 128)), fx.manifest, s.fetch, nil, nil, "sha256"},
 		{"not a pylayer artifact", wrongType, wrongTypeB, s.fetch, nil, oci.ErrInvalidManifest, "application/vnd.other"},
-		{"zstd layer", zstd, zstdB, s.fetch, nil, oci.ErrInvalidManifest, "zstd"},
+		{"bzip2 layer", bzip2, bzip2B, s.fetch, nil, oci.ErrInvalidManifest, "tar+bzip2"},
+		{"gzip layer said to be zstd", mislabelled, mislabelledB, s.fetch, nil, ErrUnsafeArchive, "magic number"},
 		{"blob listed twice", twice, twiceB, s.fetch, nil, oci.ErrInvalidManifest, "twice"},
 		{"not a manifest", digest.FromString("{}"), []byte("{}"), s.fetch, nil, oci.ErrInvalidManifest, "schemaVersion"},
 		{"corrupt blob", fx.md, fx.manifest, corrupt, nil, oci.ErrDigestMismatch, wheelA.title},

@@ -284,7 +284,7 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	defer release()
 	testHook("unpacking")
 	tree := filepath.Join(p.work, "tree")
-	recs, err := unpack(ctx, blob, p.d.MediaType == v1.MediaTypeImageLayerGzip, tree, c.limits, links)
+	recs, err := unpack(ctx, blob, p.d.MediaType, tree, c.limits, links)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
 	"github.com/pylayer/pylayer/oci/untar"
 )
 
@@ -65,11 +67,12 @@ func checkName(name string) error {
 // that stay inside the tree. It returns the tree's records, sorted by path, with
 // the content hash of every file (newContentHash). Files get their final read-only modes; directories
 // keep 0755 (seal makes them read-only). On error dst is removed.
-func unpack(ctx context.Context, r io.Reader, compressed bool, dst string, lim Limits, links bool) ([]record, error) {
+func unpack(ctx context.Context, r io.Reader, mediaType string, dst string, lim Limits, links bool) ([]record, error) {
 	entries, err := untar.Extract(ctx, r, dst, untar.Options{
 		Limits:   untar.Limits{MaxEntries: lim.MaxEntries, MaxFileBytes: lim.MaxFileBytes, MaxTotalBytes: lim.MaxTotalBytes},
 		What:     "layer archive",
-		Gzip:     compressed,
+		Gzip:     mediaType == v1.MediaTypeImageLayerGzip,
+		Zstd:     mediaType == v1.MediaTypeImageLayerZstd,
 		Symlinks: links,
 		Reserved: []string{metaDir},
 		ReadOnly: true,

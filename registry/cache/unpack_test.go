@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
 func TestUnsafeArchives(t *testing.T) {
@@ -116,7 +118,7 @@ func TestCheckName(t *testing.T) {
 // copy reads at most limit+1).
 func TestUnpackAcceptsImpliedDirectories(t *testing.T) {
 	dst := t.TempDir() + "/root"
-	recs, err := unpack(context.Background(), bytes.NewReader(rawTarGz(t, reg("a/b/c", "x"), dir("a/"), withExec(reg("a/run", "y")))), true, dst, DefaultLimits(), false)
+	recs, err := unpack(context.Background(), bytes.NewReader(rawTarGz(t, reg("a/b/c", "x"), dir("a/"), withExec(reg("a/run", "y")))), v1.MediaTypeImageLayerGzip, dst, DefaultLimits(), false)
 	must(t, err)
 	var got []string
 	for _, r := range recs {
