@@ -48,6 +48,29 @@ func ZstdReader(r io.Reader) (*zstd.Decoder, error) {
 	return zr, nil
 }
 
+// LayerReader returns the tar stream of a layer blob of mediaType read from r: a plain,
+// gzip'd or zstd-compressed (ZstdReader) tar; any other media type is an error naming
+// it. Closing it does not close r.
+func LayerReader(r io.Reader, mediaType string) (io.ReadCloser, error) {
+	switch mediaType {
+	case v1.MediaTypeImageLayerGzip:
+		return gzip.NewReader(r)
+	case v1.MediaTypeImageLayerZstd:
+		zr, err := ZstdReader(r)
+		if err != nil {
+			return nil, err
+		}
+		return zstdCloser{zr}, nil
+	case v1.MediaTypeImageLayer:
+		return io.NopCloser(r), nil
+	}
+	return nil, fmt.Errorf("layer media type %q: want a tar, plain, gzip'd or zstd-compressed", mediaType)
+}
+
+type zstdCloser struct{ *zstd.Decoder }
+
+func (z zstdCloser) Close() error { z.Decoder.Close(); return nil }
+
 // ErrUnsupportedFile: the tree holds something other than regular files and
 // directories (a symlink, fifo, socket or device), or a name that cannot be stored.
 var ErrUnsupportedFile = errors.New("unsupported file in layer tree")

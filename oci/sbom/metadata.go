@@ -10,7 +10,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/klauspost/compress/gzip"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/layers/wheel"
@@ -104,27 +103,12 @@ func wheelMetadata(ctx context.Context, blobs Blobs, d v1.Descriptor) ([]byte, e
 
 // scanLayer finds the METADATA entry in a layer stream of the given media type.
 func scanLayer(r io.Reader, mediaType string) ([]byte, error) {
-	var tr *tar.Reader
-	switch mediaType {
-	case v1.MediaTypeImageLayerGzip:
-		gz, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, err
-		}
-		defer gz.Close()
-		tr = tar.NewReader(gz)
-	case v1.MediaTypeImageLayerZstd:
-		zr, err := oci.ZstdReader(r)
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		tr = tar.NewReader(zr)
-	case v1.MediaTypeImageLayer:
-		tr = tar.NewReader(r)
-	default:
-		return nil, fmt.Errorf("media type %q: an SBOM is read from tar layers, plain, gzip'd or zstd-compressed, as pylayer writes them", mediaType)
+	lr, err := oci.LayerReader(r, mediaType)
+	if err != nil {
+		return nil, fmt.Errorf("%w (an SBOM is read from the layers pylayer writes)", err)
 	}
+	defer lr.Close()
+	tr := tar.NewReader(lr)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
