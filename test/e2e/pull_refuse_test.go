@@ -178,6 +178,7 @@ func TestPullRefuses(t *testing.T) {
 		})
 	})
 	t.Run("unsafe layer tar", func(t *testing.T) { unsafeLayer(ctx, t, r, lk["wheel"], priv, pub) })
+	t.Run("zstd layer", func(t *testing.T) { zstdLayer(ctx, t, r, lk["wheel"], priv, pub) })
 }
 
 // closedPort is 127.0.0.1:PORT where nothing listens.
