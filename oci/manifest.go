@@ -55,12 +55,17 @@ type Artifact struct {
 	Created time.Time
 }
 
-// layerMediaTypes are the layer blob media types a pylayer manifest may carry.
+// layerMediaTypes are the layer blob media types a pylayer manifest may carry, the ones
+// LayerReader reads.
 var layerMediaTypes = map[string]bool{
 	v1.MediaTypeImageLayerGzip: true,
 	v1.MediaTypeImageLayerZstd: true,
 	v1.MediaTypeImageLayer:     true,
 }
+
+// IsLayerMediaType reports whether a layer blob of media type mt may be in a pylayer
+// manifest: a tar, plain, gzip'd or zstd-compressed.
+func IsLayerMediaType(mt string) bool { return layerMediaTypes[mt] }
 
 // Manifest returns the OCI 1.1 image manifest of a, its bytes and its
 // descriptor. The bytes depend only on a: the manifest has schemaVersion 2,

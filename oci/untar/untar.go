@@ -101,11 +101,11 @@ type Entry struct {
 	Link string      // of a Symlink, its target
 }
 
-// Extract reads a tar (gzip'd with o.Gzip, zstd-compressed with o.Zstd) from r and unpacks it under dst,
-// which it creates and must not exist, refusing everything the package doc
-// lists (ErrUnsafe, ErrTooLarge). It returns what it made, sorted by path, with
-// the hash of every file when o.Hash is set. Files are not fsynced: callers flush the whole tree
-// once (fsx.SyncFS). On error dst is removed.
+// Extract reads a tar (gzip'd with o.Gzip, zstd-compressed with o.Zstd) from r and
+// unpacks it under dst, which it creates and must not exist, refusing everything the
+// package doc lists (ErrUnsafe, ErrTooLarge). It returns what it made, sorted by path,
+// with the hash of every file when o.Hash is set. Files are not fsynced: callers flush
+// the whole tree once (fsx.SyncFS). On error dst is removed.
 func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries []Entry, err error) {
 	if err := os.Mkdir(dst, 0o755); err != nil {
 		return nil, fmt.Errorf("creating the directory to unpack into: %w", err)

@@ -156,9 +156,7 @@ func (c *Cache) checkManifest(md digest.Digest, b []byte) (*v1.Manifest, error) 
 	}
 	seen := make(map[digest.Digest]bool, len(m.Layers))
 	for i, l := range m.Layers {
-		switch l.MediaType {
-		case v1.MediaTypeImageLayerGzip, v1.MediaTypeImageLayerZstd, v1.MediaTypeImageLayer:
-		default:
+		if !oci.IsLayerMediaType(l.MediaType) {
 			return nil, fmt.Errorf("%w: layer %d (%s): media type %q: the host cache unpacks tar layers, plain, gzip'd or zstd-compressed, only", oci.ErrInvalidManifest, i, titleOf(l), l.MediaType)
 		}
 		if seen[l.Digest] {

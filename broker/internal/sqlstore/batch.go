@@ -11,9 +11,9 @@ import (
 // the batch's end (deferred): requests first, then classifications, bindings and audit
 // events, each in as few statements as insertMany makes, then the notifications. Nothing
 // in a write reads back what it appends, and a write never sees another's (they are
-// concurrent callers'), so only the round trips change. A batch whose writes ran no statement of their own
-// sends all of it as one Dialect.Pipeline: one round trip for the batch, begin to commit
-// (runBatch). A lone write goes the same way (group.go), so the first of a burst, which
+// concurrent callers'), so only the round trips change. A batch whose writes ran no
+// statement of their own sends all of it as one Dialect.Pipeline: one round trip for the
+// batch, begin to commit (runBatch). A lone write goes the same way (group.go), so the first of a burst, which
 // every write that follows waits behind, costs one round trip, not six.
 //
 // The rows go in without ON CONFLICT and without reading their session first: a
@@ -62,20 +62,30 @@ func (t tx) deferred() []deferredStmt {
 	return out
 }
 
-// table is what a multi-row insert needs of a table: its columns, and the PostgreSQL
-// type of each (for Dialect.Arrays): "text" or "bigint" (an int or int64 argument).
+// table is what a multi-row insert needs of a table: its columns, the PostgreSQL type of
+// each (for Dialect.Arrays): "text" or "bigint" (an int or int64 argument), and the
+// array insert's text, built once (newTable).
 type table struct {
-	into  string // INSERT INTO name (columns)
-	types []string
+	into   string // INSERT INTO name (columns)
+	types  []string
+	arrays string // into SELECT * FROM unnest(?::type[], ...)
+}
+
+func newTable(into string, types ...string) table {
+	cols := make([]string, len(types))
+	for i, typ := range types {
+		cols[i] = "?::" + typ + "[]"
+	}
+	return table{into: into, types: types, arrays: into + ` SELECT * FROM unnest(` + strings.Join(cols, ", ") + `)`}
 }
 
 var (
-	requestsTable = table{`INSERT INTO requests (` + requestCols + `)`, []string{"text", "text", "text", "text", "text",
-		"text", "text", "bigint", "text", "text", "text", "text", "text", "bigint", "bigint"}}
-	bindingsTable = table{`INSERT INTO bindings (session_id, kind, digest, ref, request_id, created)`,
-		[]string{"text", "text", "text", "text", "text", "bigint"}}
-	auditTable = table{`INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail)`,
-		[]string{"bigint", "text", "text", "text", "text", "text", "text", "text"}}
+	requestsTable = newTable(`INSERT INTO requests (`+requestCols+`)`, "text", "text", "text", "text", "text",
+		"text", "text", "bigint", "text", "text", "text", "text", "text", "bigint", "bigint")
+	bindingsTable = newTable(`INSERT INTO bindings (session_id, kind, digest, ref, request_id, created)`,
+		"text", "text", "text", "text", "text", "bigint")
+	auditTable = newTable(`INSERT INTO audit (time, actor, action, session_id, request_id, packages, decision, detail)`,
+		"bigint", "text", "text", "text", "text", "text", "text", "text")
 )
 
 // insertMany appends to out the inserts of rows (each in tb's column order) into tb. With
@@ -106,14 +116,8 @@ func (s *Store) insertMany(out []deferredStmt, what string, tb table, rows [][]a
 // arrayInsert is the insert of rows into tb as INSERT ... SELECT * FROM unnest(arrays),
 // which keeps the rows' order.
 func arrayInsert(what string, tb table, rows [][]any) deferredStmt {
-	var q strings.Builder
-	q.WriteString(tb.into + ` SELECT * FROM unnest(`)
 	args := make([]any, len(tb.types))
 	for i, typ := range tb.types {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("?::" + typ + "[]")
 		if typ == "bigint" {
 			col := make([]int64, len(rows))
 			for j, r := range rows {
@@ -128,8 +132,7 @@ func arrayInsert(what string, tb table, rows [][]any) deferredStmt {
 		}
 		args[i] = col
 	}
-	q.WriteString(")")
-	return deferredStmt{what: fmt.Sprintf("%s (%d)", what, len(rows)), query: q.String(), args: args}
+	return deferredStmt{what: fmt.Sprintf("%s (%d)", what, len(rows)), query: tb.arrays, args: args}
 }
 
 // intArg is an integer argument of a row as an int64.
