@@ -8,9 +8,10 @@ TOOLS ?= $(HOME)/.cache/pylayer/tools
 export PATH := $(BIN):$(PATH)
 export PYLAYER_TOOLS := $(TOOLS)
 
-# Debian packages the tests and the demo use: real wheels, the pip oracle, apt-get download,
-# PostgreSQL's server binaries (the broker's store tests start their own server, no service).
-DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
+# Debian packages the tests and the demo use: the C compiler and libdeflate pylayer-full links
+# (scripts/build.sh), real wheels, the pip oracle, apt-get download, PostgreSQL's server
+# binaries (the broker's store tests start their own server, no service).
+DEB_PKGS := gcc libc6-dev libdeflate-dev python3 python3-pip python3-pip-whl python3-setuptools-whl python3-wheel-whl ca-certificates bc \
             python3.11-venv docker-registry bubblewrap chromium chromium-driver postgresql \
             patchelf fonts-dejavu-core fontconfig libblas3 liblapack3 libgfortran5 libimagequant0 libraqm0 \
             libwebp7 libwebpdemux2 libwebpmux3 libtiff6 libjpeg62-turbo libopenjp2-7 liblcms2-2 libfreetype6 \
@@ -20,18 +21,12 @@ DEB_PKGS := python3 python3-pip python3-pip-whl python3-setuptools-whl python3-w
 
 all: build
 
-# CGO_ENABLED=0: a static binary starts without the dynamic loader and libc (~0.35 ms of
-# every command, `run` and `--version` included), and looks users up in /etc/passwd and
-# /etc/group itself; nothing in pylayer needs cgo (its SQLite is pure Go).
-#
-# Two binaries from one main: bin/pylayer, the front end (-tags lean: run, exec and shell,
-# which sessions call on every step, without the signing, SQLite, PostgreSQL and YAML code
-# whose package init costs ~1.2 ms of each start), and bin/pylayer-full, every command,
-# to which the front end hands every other command line. Install them side by side.
+# Two binaries from one main, both static (scripts/build.sh says how and why): bin/pylayer,
+# the front end (-tags lean: run, exec and shell, which sessions call on every step, pure Go),
+# and bin/pylayer-full, every command, to which the front end hands every other command line
+# (cgo, for libdeflate's inflater in pulls). Install them side by side.
 build:
-	@mkdir -p $(BIN)
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/pylayer-full ./cmd/pylayer
-	CGO_ENABLED=0 $(GO) build -tags lean -o $(BIN)/pylayer ./cmd/pylayer
+	GO=$(GO) bash scripts/build.sh $(BIN)
 
 # deps installs what is missing, and nothing when all is there: Debian's packages, the .deb
 # files the fixtures repack (into $(DEBS)) and axe-core (into $(TOOLS)/axe-core) for the web
@@ -62,14 +57,17 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags lean ./cmd/pylayer ./internal/cli
+	$(GO) vet -tags libdeflate ./internal/gunzip ./oci/untar ./registry/cache
 
 # Every test: unit tests, fuzz seed corpora, and the end-to-end suites against real pip,
-# real Debian wheels and real servers on 127.0.0.1, all under the race detector.
+# real Debian wheels and real servers on 127.0.0.1, all under the race detector, with the
+# build tags of the shipped binaries (libdeflate); the e2e suites run bin/ as make build made it.
 test: deps tools lint build
-	$(GO) test -race -count=1 -timeout 30m ./...
+	PYLAYER_E2E_BIN=$(BIN)/pylayer $(GO) test -race -tags libdeflate -count=1 -timeout 30m ./...
 
 # The fast tier: no end-to-end suite, nothing installed, no root; every test that needs
-# what `make deps` installs is skipped by -short (internal/testenv.Integration).
+# what `make deps` installs is skipped by -short (internal/testenv.Integration). Pure Go: no
+# libdeflate (layer blobs are inflated by the streaming reader, as without the tag).
 unit:
 	$(GO) test -race -short -count=1 ./...
 
@@ -79,8 +77,8 @@ unit:
 FUZZTIME ?= 20s
 fuzz:
 	@set -e; for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; \
+	  for f in $$($(GO) test -tags libdeflate -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f"; $(GO) test -tags libdeflate -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 100x $$pkg; \
 	  done; done
 
 demo: deps build

@@ -96,17 +96,14 @@ func pylayer(t testing.TB) string {
 			binErr = err
 			return
 		}
-		// As make build installs them: the front end (run, exec, shell) as pylayer, and
-		// the full binary beside it, to which the front end hands every other command.
+		// As make build installs them (scripts/build.sh): the front end (run, exec, shell)
+		// as pylayer, and the full binary beside it, to which the front end hands every
+		// other command.
 		binPath = filepath.Join(scratch, "pylayer")
-		for _, b := range [][]string{{"-tags", "lean", "-o", binPath}, {"-o", filepath.Join(scratch, "pylayer-full")}} {
-			cmd := exec.Command("go", append(append([]string{"build"}, b...), "./cmd/pylayer")...)
-			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-			if out, err := cmd.CombinedOutput(); err != nil {
-				binErr = fmt.Errorf("go build %s ./cmd/pylayer: %v\n%s", strings.Join(b, " "), err, out)
-				return
-			}
+		cmd := exec.Command("bash", "scripts/build.sh", scratch)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("bash scripts/build.sh %s: %v\n%s", scratch, err, out)
 		}
 	})
 	if binErr != nil {

@@ -1,0 +1,12 @@
+//go:build !(cgo && libdeflate)
+
+package gunzip
+
+// Available reports whether Whole can ever be ok (built with cgo and the
+// libdeflate tag).
+const Available = false
+
+// Whole is never ok without cgo and the libdeflate tag: the caller reads src with its streaming reader.
+func Whole(dst, src []byte, limit int64) ([]byte, bool) { return nil, false }
+
+func inflateRaw(src []byte, limit int) ([]byte, bool) { return nil, false }
