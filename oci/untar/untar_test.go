@@ -386,3 +386,50 @@ func TestExtractZstd(t *testing.T) {
 		}
 	}
 }
+
+// TestExtractBytes: an archive held in memory unpacks as the same stream does, and a
+// bad one fails with the same error, whether or not it is inflated in one call.
+func TestExtractBytes(t *testing.T) {
+	raw := rawTar(t, reg("a/b/c", "x"), dir("a/"), exe("a/run", "#!"), reg("ü/ß", strings.Repeat("utf-8 ", 1000)))
+	base := t.TempDir()
+	n := 0
+	var scratch []byte // reused, as the host cache reuses it
+	both := func(data []byte, o Options) (stream, mem []Entry, serr, merr error) {
+		n++
+		stream, serr = Extract(context.Background(), bytes.NewReader(data), filepath.Join(base, fmt.Sprint("s", n)), o)
+		mem, merr = ExtractBytes(context.Background(), data, filepath.Join(base, fmt.Sprint("m", n)), o, &scratch)
+		return
+	}
+	o := Options{Limits: lim(), Gzip: true, Hash: sha256.New}
+	good := gz(t, raw)
+	// The streaming reader stops at the tar's end and never reads the gzip trailer
+	// (the blob's digest vouches for its bytes); libdeflate checks it, so a bad
+	// CRC-32 falls back to streaming, with the same result.
+	badCRC := append([]byte(nil), good...)
+	badCRC[len(badCRC)-8] ^= 1
+	for name, data := range map[string][]byte{"gzip": good, "bad crc": badCRC, "tar": raw} {
+		o := o
+		o.Gzip = name != "tar"
+		s, m, serr, merr := both(data, o)
+		if serr != nil || merr != nil || !reflect.DeepEqual(s, m) {
+			t.Errorf("%s: from memory %v (%v), streamed %v (%v)", name, m, merr, s, serr)
+		}
+	}
+	small := lim()
+	small.MaxTotalBytes = 100
+	for name, c := range map[string]struct {
+		data []byte
+		o    Options
+	}{
+		"truncated":  {good[:len(good)/2], o},
+		"not gzip":   {raw, o},
+		"too large":  {good, Options{Limits: small, Gzip: true}},
+		"two codecs": {good, Options{Limits: lim(), Gzip: true, Zstd: true}},
+	} {
+		_, _, serr, merr := both(c.data, c.o)
+		if serr == nil || merr == nil || serr.Error() != merr.Error() ||
+			errors.Is(serr, ErrTooLarge) != errors.Is(merr, ErrTooLarge) {
+			t.Errorf("%s: from memory: %v; streamed: %v; want the same error", name, merr, serr)
+		}
+	}
+}

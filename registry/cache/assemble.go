@@ -38,9 +38,11 @@ type layerBuild struct {
 
 	// The install's per-blob work, which lives as long as the layer being built:
 	// slots for its CPU-bound part (unpacking and linking a tree), one per core,
-	// and the buffers its blobs are fetched into.
-	cpu     chan struct{}
-	buffers *buffers
+	// the buffers its blobs are fetched into, and those they are inflated into
+	// (one per slot: untar.ExtractBytes; up to 128 MiB each, while the install lasts).
+	cpu      chan struct{}
+	buffers  *buffers
+	inflated *buffers
 }
 
 // slot waits for one of the install's CPU slots; release frees it. Fetching
@@ -75,8 +77,9 @@ func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, er
 		os.Remove(work)
 		return nil, err
 	}
+	slots := max(1, min(runtime.GOMAXPROCS(0), c.parallel))
 	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{},
-		cpu: make(chan struct{}, max(1, min(runtime.GOMAXPROCS(0), c.parallel))), buffers: newBuffers(c.parallel)}, nil
+		cpu: make(chan struct{}, slots), buffers: newBuffers(c.parallel), inflated: newBuffers(slots)}, nil
 }
 
 // abort removes the work directory unless finish moved it into place.

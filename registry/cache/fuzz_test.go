@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -48,7 +49,20 @@ func FuzzUnpack(f *testing.F) {
 		defer forceRemoveAll(outer)
 		dst := filepath.Join(outer, "root")
 		lim := Limits{MaxEntries: 1000, MaxFileBytes: 1 << 20, MaxTotalBytes: 4 << 20, MaxBlobBytes: 4 << 20}
-		recs, err := unpack(context.Background(), bytes.NewReader(data), mediaTypes[int(codec)%len(mediaTypes)], dst, lim, false)
+		mt := mediaTypes[int(codec)%len(mediaTypes)]
+		recs, err := unpack(context.Background(), bytes.NewReader(data), mt, dst, lim, false, nil)
+		// A blob held in memory (as fetched blobs up to maxMemBlobBytes are) may be
+		// inflated in one call (untar.ExtractBytes): the same tree, or, for the one
+		// stream libdeflate reads and the streaming reader refuses (gunzip's doc),
+		// a tree where the stream has none.
+		mem := filepath.Join(outer, "mem")
+		mrecs, merr := unpack(context.Background(), bytes.NewBuffer(data), mt, mem, lim, false, nil)
+		if err == nil && (merr != nil || !reflect.DeepEqual(recs, mrecs)) {
+			t.Fatalf("unpacked from memory: %v, %d records; streamed: %d records", merr, len(mrecs), len(recs))
+		}
+		if merr == nil {
+			forceRemoveAll(mem)
+		}
 		left := names(t, outer)
 		if err != nil {
 			if len(left) != 0 {

@@ -284,7 +284,10 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	defer release()
 	testHook("unpacking")
 	tree := filepath.Join(p.work, "tree")
-	recs, err := unpack(ctx, blob, p.d.MediaType, tree, c.limits, links)
+	inflated := lb.inflated.get()
+	scratch := inflated.AvailableBuffer()
+	recs, err := unpack(ctx, blob, p.d.MediaType, tree, c.limits, links, &scratch)
+	lb.inflated.put(bytes.NewBuffer(scratch[:0])) // the storage, grown to the largest blob inflated in it
 	if err != nil {
 		return err
 	}
@@ -422,10 +425,11 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 	return &blobFile{Reader: bufio.NewReaderSize(f, 1<<20), f: f}, nil
 }
 
-// buffers holds the buffers of one install's blobs fetched into memory once
-// they are unpacked, so that the next blob reuses one: no zeroing and no page
-// faults of a fresh 4 MB buffer per wheel. It keeps as many as the install
-// fetches at once, and dies with the install, where a sync.Pool (before) was
+// buffers holds the buffers of one install's blobs fetched into memory (and,
+// in a second set, the storage they are inflated into) once they are unpacked,
+// so that the next blob reuses one: no zeroing and no page faults of a fresh
+// 4 MB buffer per wheel. It keeps as many as the install fetches (or, for the
+// inflated, unpacks) at once, and dies with the install, where a sync.Pool (before) was
 // emptied by GCs (about four a pull of the bench set) and kept buffers past the
 // install in a long-lived process. Blobs taken largest first fit the buffers of
 // those before them. What growing buffers still costs a pull (about 2% of its
@@ -460,6 +464,10 @@ type blobMem struct {
 	buf  *bytes.Buffer
 	bufs *buffers
 }
+
+// Bytes returns the blob's unread bytes (all of them, as unpack reads nothing
+// before it asks), without a copy.
+func (b *blobMem) Bytes() []byte { return b.buf.Bytes()[b.buf.Len()-b.Len():] }
 
 func (b *blobMem) Close() error {
 	if b.buf != nil {

@@ -67,8 +67,12 @@ func checkName(name string) error {
 // that stay inside the tree. It returns the tree's records, sorted by path, with
 // the content hash of every file (newContentHash). Files get their final read-only modes; directories
 // keep 0755 (seal makes them read-only). On error dst is removed.
-func unpack(ctx context.Context, r io.Reader, mediaType string, dst string, lim Limits, links bool) ([]record, error) {
-	entries, err := untar.Extract(ctx, r, dst, untar.Options{
+//
+// A blob held in memory (r has Bytes, as a fetched blobMem or a bytes.Buffer) is
+// unpacked with untar.ExtractBytes, which inflates it in one call where it can,
+// into scratch's storage (see ExtractBytes) when scratch is set.
+func unpack(ctx context.Context, r io.Reader, mediaType string, dst string, lim Limits, links bool, scratch *[]byte) ([]record, error) {
+	o := untar.Options{
 		Limits:   untar.Limits{MaxEntries: lim.MaxEntries, MaxFileBytes: lim.MaxFileBytes, MaxTotalBytes: lim.MaxTotalBytes},
 		What:     "layer archive",
 		Gzip:     mediaType == v1.MediaTypeImageLayerGzip,
@@ -77,7 +81,14 @@ func unpack(ctx context.Context, r io.Reader, mediaType string, dst string, lim 
 		Reserved: []string{metaDir},
 		ReadOnly: true,
 		Hash:     newContentHash,
-	})
+	}
+	var entries []untar.Entry
+	var err error
+	if m, ok := r.(interface{ Bytes() []byte }); ok {
+		entries, err = untar.ExtractBytes(ctx, m.Bytes(), dst, o, scratch)
+	} else {
+		entries, err = untar.Extract(ctx, r, dst, o)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -118,7 +118,7 @@ func TestCheckName(t *testing.T) {
 // copy reads at most limit+1).
 func TestUnpackAcceptsImpliedDirectories(t *testing.T) {
 	dst := t.TempDir() + "/root"
-	recs, err := unpack(context.Background(), bytes.NewReader(rawTarGz(t, reg("a/b/c", "x"), dir("a/"), withExec(reg("a/run", "y")))), v1.MediaTypeImageLayerGzip, dst, DefaultLimits(), false)
+	recs, err := unpack(context.Background(), bytes.NewReader(rawTarGz(t, reg("a/b/c", "x"), dir("a/"), withExec(reg("a/run", "y")))), v1.MediaTypeImageLayerGzip, dst, DefaultLimits(), false, nil)
 	must(t, err)
 	var got []string
 	for _, r := range recs {
