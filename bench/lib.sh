@@ -1,14 +1,17 @@
 # bench/lib.sh: the shell functions the benchmarks share. A benchmark sources it from the
 # repository root (`. bench/lib.sh`); it also kills and reaps, on exit, every background
-# server whose pid the benchmark appends to pids.
+# server whose pid the benchmark appends to pids, unmounts every directory it appends
+# to mounts, and detaches every loop device it appends to loops.
 
 die() { echo "bench/${0##*/}: $*" >&2; exit 1; }
 
-pids=()
+pids=(); mounts=(); loops=()
 cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${mounts[@]}"; do umount "$p" 2>/dev/null || umount -l "$p" 2>/dev/null || true; done
+  for p in "${loops[@]}"; do losetup -d "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -46,14 +46,41 @@ crane=$(bash scripts/tools.sh crane) || die "could not build crane (scripts/tool
 
 work=${WORK:-$PWD/.bench/pull} # WORK: another directory, e.g. when another bench wipes .bench/
 [[ $work == /*/?* ]] || die "WORK=${work@Q}: want an absolute path at least two levels deep (it is wiped)"
+umount "$work/fs" 2>/dev/null || true # left mounted by a run killed before its cleanup
 rmtree "$work"; mkdir -p "$work"
-# On ext4 without a journal (this bench's VMs), a new inode skips, one buffer lookup each, every
-# inode of its group deleted in the last minutes (up to 5: recently_deleted() in ext4/ialloc.c):
-# a pull or an untar right after some other ~10,000 files near it were deleted ran 3-4 times
-# slower, for both tools alike. The Orlov allocator spreads the subdirectories of a "top"
-# directory (chattr +T) over groups with many free inodes, so each run's trees land away from
-# what the last runs, and other work on the machine, deleted. Elsewhere this is a no-op.
-chattr +T "$work" 2>/dev/null || true
+# Where the pulls and untars write: FS=fresh (the default, as root) is a new ext4 file system
+# (mkfs defaults, journal on, as most hosts' caches have) made and loop-mounted at $work/fs for
+# this run; FS=host is the work directory's own. On the host's, what other work deleted there
+# decides how fast new files are made: without a journal (this project's VMs), ext4 skips every
+# inode deleted in the last 60 s (360 s while its inode table block is dirty) and tests each one
+# again on every allocation in its group (find_inode_bit, recently_deleted in ext4/ialloc.c). In
+# a profile of a pull right after an earlier bench's cleanup, that was 35% of pylayer's CPU, and
+# as much of tar's, and it moved single runs of either tool by 2x. The Orlov allocator spreads
+# the subdirectories of a "top" directory (chattr +T) over groups with many free inodes, so each
+# run's trees land apart; and FS=host syncs and times nothing until 61 s after the bench began.
+FS=${FS:-fresh}
+[[ $FS == fresh || $FS == host ]] || die "FS=${FS@Q}: want fresh or host"
+if [[ $FS == fresh && $(id -u) != 0 ]]; then
+  echo "not root: FS=host (a fresh file system needs mount)" >&2; FS=host
+fi
+fs=$work
+if [[ $FS == fresh ]]; then
+  command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is missing: apt-get install -y e2fsprogs (or FS=host)"
+  fs=$work/fs; mkdir -p "$fs"
+  truncate -s 24G "$work/fs.img" # sparse: a run writes about 5 GB
+  mkfs.ext4 -q -F "$work/fs.img" || die "mkfs.ext4 of $work/fs.img failed"
+  # Direct I/O: the loop device writes through to the disk, not into the host's page cache
+  # (from where the host would write it back, in the middle of the next run).
+  dev=$(losetup --direct-io=on --find --show "$work/fs.img") || die "no loop device for $work/fs.img (FS=host measures on $work itself)"
+  loops+=("$dev")
+  mount "$dev" "$fs" || die "could not mount $dev (FS=host measures on $work itself)"
+  mounts+=("$fs")
+  fs_desc="a fresh ext4 (loop-mounted, journal on)"
+else
+  fs_desc="$(findmnt -no FSTYPE -T "$work" 2>/dev/null || stat -f -c %T "$work") at $work (the host's)"
+fi
+chattr +T "$fs" 2>/dev/null || true
+sync; quiet_at=$(( $(now) + 61000000000 ))
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 
 # --- wheels, index, registry ----------------------------------------------------------------
@@ -173,21 +200,26 @@ untar() { # untar LAYOUT DIR: every layer blob of set a, TAR_JOBS at a time, int
     die "tar -xzf of the blobs in $1 failed"
 }
 
+wait_s=$(( (quiet_at - $(now)) / 1000000000 + 1 ))
+if [[ $FS == host ]] && (( wait_s > 0 )); then
+  echo "waiting ${wait_s} s for the inodes deleted before this bench to age out of ext4's window ..." >&2
+  sleep "$wait_s"
+fi
 echo "warm-up (registry page cache) and sanity check ..." >&2
-pull_crane "$ref_a" "$work/warm"
-root=$(pull_pylayer "$ref_a" "$work/warm-cache")
-untar "$work/warm" "$work/warm-x"
+pull_crane "$ref_a" "$fs/warm"
+root=$(pull_pylayer "$ref_a" "$fs/warm-cache")
+untar "$fs/warm" "$fs/warm-x"
 # Both sides must produce the same tree, or the bench compares different jobs. pylayer adds
 # only its .pylayer/ metadata (the lock and the manifest) to a layer root.
 (cd "$root" && find -L . -path ./.pylayer -prune -o -type f -print | LC_ALL=C sort) >"$work/files.pylayer"
-(cd "$work/warm-x" && find . -type f | LC_ALL=C sort) >"$work/files.crane"
+(cd "$fs/warm-x" && find . -type f | LC_ALL=C sort) >"$work/files.crane"
 cmp -s "$work/files.pylayer" "$work/files.crane" ||
   die "pylayer's layer and crane+tar's tree differ: diff $work/files.pylayer $work/files.crane"
 nfiles=$(wc -l <"$work/files.crane")
 
 # Nothing is deleted while runs are timed (see chattr above): the warm-up's and the runs' trees
 # (about 350 MB a run) are removed after the last run.
-pl=(); bl=(); cr=(); tx=(); ct=(); cts=(); plcpu=(); blcpu=(); ctcpu=(); timed=("$work/warm" "$work/warm-x" "$work/warm-cache")
+pl=(); bl=(); cr=(); tx=(); ct=(); cts=(); plcpu=(); blcpu=(); ctcpu=(); timed=("$fs/warm" "$fs/warm-x" "$fs/warm-cache")
 TIMEFORMAT='%3U %3S' # bash's time: user and system CPU seconds of the command and its children
 cpu() { awk '{ printf "%d", ($1 + $2) * 1000000 }' "$1"; } # cpu FILE: user+sys of a `time` line, in us
 for ((i = 1; i <= RUNS; i++)); do
@@ -200,19 +232,19 @@ for ((i = 1; i <= RUNS; i++)); do
   for who in "${order[@]}"; do
     sync # start each tool with no dirty pages of the other's: pylayer's syncfs would pay for them
     if [[ $who == pylayer ]]; then
-      t0=$(now); { time pull_pylayer "$ref_a" "$work/cache$i" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
+      t0=$(now); { time pull_pylayer "$ref_a" "$fs/cache$i" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
       pl+=($(((t1 - t0) / 1000))); plcpu+=($(cpu "$work/cpu"))
-      timed+=("$work/cache$i")
+      timed+=("$fs/cache$i")
     elif [[ $who == base ]]; then
-      t0=$(now); { time pull_pylayer "$ref_a" "$work/base$i" "$BASE" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
+      t0=$(now); { time pull_pylayer "$ref_a" "$fs/base$i" "$BASE" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
       bl+=($(((t1 - t0) / 1000))); blcpu+=($(cpu "$work/cpu"))
-      timed+=("$work/base$i")
+      timed+=("$fs/base$i")
     else
-      t0=$(now); { time { pull_crane "$ref_a" "$work/oci$i"; t1=$(now); untar "$work/oci$i" "$work/x$i"; } 2>&3; } 3>&2 2>"$work/cpu"; t2=$(now)
-      sync -f "$work/x$i"; t3=$(now) # pylayer makes what it writes durable (syncfs); this is the peer's equivalent
+      t0=$(now); { time { pull_crane "$ref_a" "$fs/oci$i"; t1=$(now); untar "$fs/oci$i" "$fs/x$i"; } 2>&3; } 3>&2 2>"$work/cpu"; t2=$(now)
+      sync -f "$fs/x$i"; t3=$(now) # pylayer makes what it writes durable (syncfs); this is the peer's equivalent
       cr+=($(((t1 - t0) / 1000))); tx+=($(((t2 - t1) / 1000))); ct+=($(((t2 - t0) / 1000))); cts+=($(((t3 - t0) / 1000)))
       ctcpu+=($(cpu "$work/cpu"))
-      timed+=("$work/oci$i" "$work/x$i")
+      timed+=("$fs/oci$i" "$fs/x$i")
     fi
   done
 done
@@ -239,9 +271,9 @@ for line in sys.stdin:
 print(total, gets)'
 }
 mark() { echo $(($(wc -l <"$work/registry.log") + 1)); }
-m0=$(mark); pull_pylayer "$ref_a" "$work/delta-cache" >/dev/null; read -r sent_a gets_a < <(served "$m0")
-m1=$(mark); pull_pylayer "$ref_b" "$work/delta-cache" >/dev/null; read -r sent_b gets_b < <(served "$m1")
-rmtree "$work/delta-cache"
+m0=$(mark); pull_pylayer "$ref_a" "$fs/delta-cache" >/dev/null; read -r sent_a gets_a < <(served "$m0")
+m1=$(mark); pull_pylayer "$ref_b" "$fs/delta-cache" >/dev/null; read -r sent_b gets_b < <(served "$m1")
+rmtree "$fs/delta-cache"
 
 # --- summary ----------------------------------------------------------------------------------
 ms() { awk -v u="$1" 'BEGIN { printf "%.1f", u / 1000 }'; }
@@ -253,6 +285,7 @@ echo
 printf 'pull benchmark: %d runs, medians (min-max); loopback docker-registry %s, %d CPUs, crane %s\n' \
   "$RUNS" "$(docker-registry --version 2>/dev/null | awk '{print $NF}')" "$(nproc)" "$("$crane" version 2>/dev/null)"
 printf 'load average at the end: %s (other work on the machine makes every number noisier)\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
+printf 'trees written to %s (FS=%s)\n' "$fs_desc" "$FS"
 printf 'layer set a (%s): %d wheels, %s MB of blobs, %d files (signed); set b shares %d of %d wheels\n' \
   "$SET" "$layers_a" "$(mb "$bytes_a")" "$nfiles" "$((layers_b - CHANGED))" "$layers_b"
 printf '(1) cold pull + unpack of set a\n'
