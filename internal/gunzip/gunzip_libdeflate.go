@@ -20,7 +20,7 @@ const Available = true
 // more than limit bytes, or when it does not inflate to exactly that size. The
 // caller then reads src with its streaming reader.
 func Whole(dst, src []byte, limit int64) ([]byte, bool) {
-	size, ok := Plain(src)
+	size, ok := plain(src)
 	if !ok || size > limit {
 		return nil, false
 	}
@@ -65,4 +65,19 @@ func inflateRaw(src []byte, limit int) ([]byte, bool) {
 		return nil, false
 	}
 	return dst[:out], true
+}
+
+// header is the plain gzip member header Whole accepts: ID1 ID2, CM deflate,
+// FLG 0; MTIME, XFL and OS (6 bytes) may be anything.
+var header = [4]byte{0x1f, 0x8b, 8, 0}
+
+// plain reports whether b starts with a plain gzip header and is long enough to
+// hold a member (header, at least one deflate byte, trailer), and the
+// uncompressed size its trailer states (modulo 2^32, as gzip stores it).
+func plain(b []byte) (size int64, ok bool) {
+	if len(b) < 10+1+8 || [4]byte(b[:4]) != header {
+		return 0, false
+	}
+	t := b[len(b)-4:]
+	return int64(uint32(t[0]) | uint32(t[1])<<8 | uint32(t[2])<<16 | uint32(t[3])<<24), true
 }
