@@ -20,18 +20,19 @@ PY=/usr/bin/python3.11
 if [[ -n ${WORK:-} ]]; then # a directory of one's choice, e.g. on a quieter file system
   mkdir -p "$WORK"; work=$(mktemp -d "$(cd "$WORK" && pwd)/layers.XXXXXX")
 else
-  work=$PWD/.bench/layers; rm -rf "$work"
+  work=$PWD/.bench/layers
+  umount "$work/fs" 2>/dev/null || true # left mounted by a run killed before its cleanup
+  rm -rf "$work"
 fi
 mkdir -p "$work"
-# Both tools create their files under $work (pip stages --target installs in $TMPDIR),
-# and the run removes them when it ends, not the next run when it starts. On ext4, making
-# a file near many deleted in the last minutes costs up to a millisecond more: the two
-# make theirs in the same place, no run pays for its predecessor, and $work is marked the
-# top of a directory tree (chattr +T), so that ext4 puts each directory made in it where
-# inodes are free, not beside the busy ones of the repository on a shared machine.
-chattr +T "$work" 2>/dev/null || true
-mkdir -p "$work/tmp"
-export TMPDIR=$work/tmp
+# Both tools create their files under $fs (pip stages --target installs in $TMPDIR): by
+# default a fresh file system made for this run (benchfs, FS=fresh), or with FS=host the work
+# directory itself, and the run removes them when it ends, not the next run when it starts.
+# On ext4, making a file near many deleted in the last minutes costs up to a millisecond
+# more: the two make theirs in the same place, and no run pays for its predecessor.
+benchfs "$work"
+mkdir -p "$fs/tmp"
+export TMPDIR=$fs/tmp
 trap 'cleanup; rm -rf "$work"' EXIT
 go run ./test/cmd/mkindex -out "$work/index" >/dev/null
 $PYLAYER index serve "$work/index" --listen 127.0.0.1:0 >"$work/index.url" 2>"$work/index.log" &
@@ -50,11 +51,11 @@ cold() { # cold TOOL I: one cold build or install into fresh directories; prints
   case $1 in
   pylayer | base)
     local bin=$PYLAYER; [[ $1 == base ]] && bin=$BASE
-    d=$($bin build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$work/oci-$1$2" --cache "$work/c-$1$2")
+    d=$($bin build "$work/office.lock.json" --index-url "$url" --interpreter $PY -o "oci:$fs/oci-$1$2" --cache "$fs/c-$1$2")
     digests[$1]+="$d " ;;
   pip)
     $PY -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps --only-binary=:all: \
-      --index-url "$url" --target "$work/pip$2" $pins 2>/dev/null ;;
+      --index-url "$url" --target "$fs/pip$2" $pins 2>/dev/null ;;
   esac
   t1=$(now)
   ms[$1]+="$(( (t1-t0)/1000 )) "
@@ -65,7 +66,7 @@ for i in $(seq "$RUNS"); do
   n=${#tools[@]}
   for k in $(seq 0 $((n-1))); do cold "${tools[$(( (i+k) % n ))]}" "$i"; done
   # The same lock, interpreter and layout: the key is there, nothing is built.
-  t0=$(now); $PYLAYER build "$work/office.lock.json" --interpreter $PY -o "oci:$work/oci-pylayer$i" --cache "$work/c-pylayer$i" >/dev/null; t1=$(now)
+  t0=$(now); $PYLAYER build "$work/office.lock.json" --interpreter $PY -o "oci:$fs/oci-pylayer$i" --cache "$fs/c-pylayer$i" >/dev/null; t1=$(now)
   noop+=($(( (t1-t0)/1000 )))
 done
 med() { printf '%s\n' $1 | median; }
@@ -76,7 +77,7 @@ done
 mpip=$(med "${ms[pip]}"); mpl=$(med "${ms[pylayer]}"); mnoop=$(printf '%s\n' "${noop[@]}" | median)
 ratio=$(echo "$mpip/$mpl" | bc -l)
 met=MISSED; (( $(echo "$ratio >= $TARGET" | bc -l) )) && met=ok
-printf 'office set, %d runs, medians (pip: %s; files in %s)\n' "$RUNS" "$($PY -m pip --version | cut -d' ' -f1-2)" "$work"
+printf 'office set, %d runs, medians (pip: %s; files in %s, %s, FS=%s)\n' "$RUNS" "$($PY -m pip --version | cut -d' ' -f1-2)" "$fs" "$fs_desc" "$FS"
 # The 2-core machine is shared: a ratio measured under load says little (pip suffers more).
 printf '  load average before / after   %s / %s\n' "$load0" "$(cut -d' ' -f1-3 /proc/loadavg)"
 printf '  pylayer build, cold cache     %8.1f ms  (every run: %s)\n' "$(echo "$mpl/1000" | bc -l)" "${digests[pylayer]%% *}"

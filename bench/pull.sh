@@ -48,38 +48,15 @@ work=${WORK:-$PWD/.bench/pull} # WORK: another directory, e.g. when another benc
 [[ $work == /*/?* ]] || die "WORK=${work@Q}: want an absolute path at least two levels deep (it is wiped)"
 umount "$work/fs" 2>/dev/null || true # left mounted by a run killed before its cleanup
 rmtree "$work"; mkdir -p "$work"
-# Where the pulls and untars write: FS=fresh (the default, as root) is a new ext4 file system
-# (mkfs defaults, journal on, as most hosts' caches have) made and loop-mounted at $work/fs for
-# this run; FS=host is the work directory's own. On the host's, what other work deleted there
-# decides how fast new files are made: without a journal (this project's VMs), ext4 skips every
-# inode deleted in the last 60 s (360 s while its inode table block is dirty) and tests each one
-# again on every allocation in its group (find_inode_bit, recently_deleted in ext4/ialloc.c). In
-# a profile of a pull right after an earlier bench's cleanup, that was 35% of pylayer's CPU, and
-# as much of tar's, and it moved single runs of either tool by 2x. The Orlov allocator spreads
-# the subdirectories of a "top" directory (chattr +T) over groups with many free inodes, so each
-# run's trees land apart; and FS=host syncs and times nothing until 61 s after the bench began.
-FS=${FS:-fresh}
-[[ $FS == fresh || $FS == host ]] || die "FS=${FS@Q}: want fresh or host"
-if [[ $FS == fresh && $(id -u) != 0 ]]; then
-  echo "not root: FS=host (a fresh file system needs mount)" >&2; FS=host
-fi
-fs=$work
-if [[ $FS == fresh ]]; then
-  command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 is missing: apt-get install -y e2fsprogs (or FS=host)"
-  fs=$work/fs; mkdir -p "$fs"
-  truncate -s 24G "$work/fs.img" # sparse: a run writes about 5 GB
-  mkfs.ext4 -q -F "$work/fs.img" || die "mkfs.ext4 of $work/fs.img failed"
-  # Direct I/O: the loop device writes through to the disk, not into the host's page cache
-  # (from where the host would write it back, in the middle of the next run).
-  dev=$(losetup --direct-io=on --find --show "$work/fs.img") || die "no loop device for $work/fs.img (FS=host measures on $work itself)"
-  loops+=("$dev")
-  mount "$dev" "$fs" || die "could not mount $dev (FS=host measures on $work itself)"
-  mounts+=("$fs")
-  fs_desc="a fresh ext4 (loop-mounted, journal on)"
-else
-  fs_desc="$(findmnt -no FSTYPE -T "$work" 2>/dev/null || stat -f -c %T "$work") at $work (the host's)"
-fi
-chattr +T "$fs" 2>/dev/null || true
+# Where the pulls and untars write (benchfs, bench/README.md): FS=fresh (the default, as root),
+# a new ext4 file system made for this run; FS=host, the work directory's own. On the host's,
+# what other work deleted there decides how fast new files are made: without a journal (this
+# project's VMs), ext4 skips every inode deleted in the last 60 s (360 s while its inode table
+# block is dirty) and tests each one again on every allocation in its group (find_inode_bit,
+# recently_deleted in ext4/ialloc.c). In a profile of a pull right after an earlier bench's
+# cleanup, that was 35% of pylayer's CPU, and as much of tar's, and it moved single runs of
+# either tool by 2x. So FS=host syncs and times nothing until 61 s after the bench began.
+benchfs "$work"
 sync; quiet_at=$(( $(now) + 61000000000 ))
 mb() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 
