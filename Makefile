@@ -55,9 +55,9 @@ tools:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -tags libdeflate ./...
+	$(GO) vet ./internal/gunzip
 	$(GO) vet -tags lean ./cmd/pylayer ./internal/cli
-	$(GO) vet -tags libdeflate ./internal/gunzip ./oci/untar ./registry/cache
 
 # Every test: unit tests, fuzz seed corpora, and the end-to-end suites against real pip,
 # real Debian wheels and real servers on 127.0.0.1, all under the race detector, with the

@@ -37,15 +37,16 @@ type layerBuild struct {
 	dirs   []string // made, relative to work
 
 	// The install's per-blob work, which lives as long as the layer being built:
-	// slots for its CPU-bound part (unpacking and linking a tree), one per core,
-	// the buffers its blobs are fetched into, and those they are inflated into
-	// (one per slot: untar.ExtractBytes; up to 128 MiB each, while the install lasts).
-	cpu      chan struct{}
-	buffers  *buffers
-	inflated *buffers
+	// slots for its CPU-bound part (unpacking and linking a tree), one per core, each
+	// with the storage a blob is inflated into while it holds the slot
+	// (untar.ExtractBytes; up to 128 MiB, while the install lasts), and the buffers
+	// its blobs are fetched into.
+	cpu     chan *[]byte
+	buffers *buffers
 }
 
-// slot waits for one of the install's CPU slots; release frees it. Fetching
+// slot waits for one of the install's CPU slots and returns its inflate storage,
+// which is the caller's until release frees the slot. Fetching
 // needs no slot: an install fetches up to c.parallel blobs at once (twice the
 // cores), and with one slot per core, the workers beyond those unpacking fetch
 // the next blobs instead of crowding the cores with more unpacks and no fetch
@@ -53,12 +54,12 @@ type layerBuild struct {
 // CPU (the registry's and the page cache's writeback included): its CPU time
 // (~620-650 ms) and wall time did not change beyond the machine's noise; the
 // unpacks only stopped time-slicing with each other.
-func (b *layerBuild) slot(ctx context.Context) (release func(), err error) {
+func (b *layerBuild) slot(ctx context.Context) (scratch *[]byte, release func(), err error) {
 	select {
-	case b.cpu <- struct{}{}:
-		return func() { <-b.cpu }, nil
+	case scratch = <-b.cpu:
+		return scratch, func() { b.cpu <- scratch }, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
@@ -77,9 +78,12 @@ func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, er
 		os.Remove(work)
 		return nil, err
 	}
-	slots := max(1, min(runtime.GOMAXPROCS(0), c.parallel))
+	cpu := make(chan *[]byte, max(1, min(runtime.GOMAXPROCS(0), c.parallel)))
+	for range cap(cpu) {
+		cpu <- new([]byte)
+	}
 	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{},
-		cpu: make(chan struct{}, slots), buffers: newBuffers(c.parallel), inflated: newBuffers(slots)}, nil
+		cpu: cpu, buffers: newBuffers(c.parallel)}, nil
 }
 
 // abort removes the work directory unless finish moved it into place.

@@ -229,7 +229,7 @@ func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bo
 	hex := d.Digest.Encoded()
 	cached := func() (*pendingTree, error) {
 		emit(Event{Blob: d.Digest, Title: titleOf(d), Total: d.Size, Done: true, Cached: true})
-		release, err := lb.slot(ctx)
+		_, release, err := lb.slot(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -277,17 +277,14 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	testHook("fetched")
 	// Fetching waits on the registry; from here on the work is the CPU's (and the
 	// page cache's): while one slot per core unpacks, the other workers fetch.
-	release, err := lb.slot(ctx)
+	scratch, release, err := lb.slot(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
 	testHook("unpacking")
 	tree := filepath.Join(p.work, "tree")
-	inflated := lb.inflated.get()
-	scratch := inflated.AvailableBuffer()
-	recs, err := unpack(ctx, blob, p.d.MediaType, tree, c.limits, links, &scratch)
-	lb.inflated.put(bytes.NewBuffer(scratch[:0])) // the storage, grown to the largest blob inflated in it
+	recs, err := unpack(ctx, blob, p.d.MediaType, tree, c.limits, links, scratch)
 	if err != nil {
 		return err
 	}
@@ -425,11 +422,10 @@ func (c *Cache) fetchBlob(ctx context.Context, d v1.Descriptor, fetch Fetch, wor
 	return &blobFile{Reader: bufio.NewReaderSize(f, 1<<20), f: f}, nil
 }
 
-// buffers holds the buffers of one install's blobs fetched into memory (and,
-// in a second set, the storage they are inflated into) once they are unpacked,
-// so that the next blob reuses one: no zeroing and no page faults of a fresh
-// 4 MB buffer per wheel. It keeps as many as the install fetches (or, for the
-// inflated, unpacks) at once, and dies with the install, where a sync.Pool (before) was
+// buffers holds the buffers of one install's blobs fetched into memory once
+// they are unpacked, so that the next blob reuses one: no zeroing and no page
+// faults of a fresh 4 MB buffer per wheel. It keeps as many as the install
+// fetches at once, and dies with the install, where a sync.Pool (before) was
 // emptied by GCs (about four a pull of the bench set) and kept buffers past the
 // install in a long-lived process. Blobs taken largest first fit the buffers of
 // those before them. What growing buffers still costs a pull (about 2% of its
