@@ -150,4 +150,53 @@ var migrations = []string{
 		END IF;
 		RETURN changed;
 	END $$;`,
+	// 6: the session versions move once per statement and session, not once per row: a
+	// group commit inserts a burst's requests and bindings in a few multi-row statements,
+	// and a row trigger ran an UPDATE of sessions for each of their rows (pg_stat_statements:
+	// 800 per 200-agent burst, a fifth of PostgreSQL's time). Transition tables need one
+	// event per trigger and no column list, so an UPDATE of requests compares what env
+	// shows (state, updated) itself.
+	`DROP TRIGGER requests_version ON requests;
+	DROP TRIGGER bindings_version ON bindings;
+	DROP FUNCTION session_version_bump();
+	CREATE FUNCTION session_versions_new() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM new_rows);
+		RETURN NULL;
+	END $$;
+	CREATE FUNCTION session_versions_old() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM old_rows);
+		RETURN NULL;
+	END $$;
+	CREATE FUNCTION session_versions_requests_update() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		UPDATE sessions SET version = version + 1 WHERE id IN (
+			SELECT o.session_id FROM old_rows o JOIN new_rows n ON n.id = o.id
+				WHERE n.state <> o.state OR n.updated <> o.updated OR n.session_id <> o.session_id
+			UNION
+			SELECT n.session_id FROM old_rows o JOIN new_rows n ON n.id = o.id
+				WHERE n.state <> o.state OR n.updated <> o.updated OR n.session_id <> o.session_id);
+		RETURN NULL;
+	END $$;
+	CREATE FUNCTION session_versions_bindings_update() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		UPDATE sessions SET version = version + 1 WHERE id IN (
+			SELECT session_id FROM old_rows UNION SELECT session_id FROM new_rows);
+		RETURN NULL;
+	END $$;
+	CREATE TRIGGER requests_version_insert AFTER INSERT ON requests
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_new();
+	CREATE TRIGGER requests_version_delete AFTER DELETE ON requests
+		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_old();
+	CREATE TRIGGER requests_version_update AFTER UPDATE ON requests
+		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+		FOR EACH STATEMENT EXECUTE FUNCTION session_versions_requests_update();
+	CREATE TRIGGER bindings_version_insert AFTER INSERT ON bindings
+		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_new();
+	CREATE TRIGGER bindings_version_delete AFTER DELETE ON bindings
+		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_old();
+	CREATE TRIGGER bindings_version_update AFTER UPDATE ON bindings
+		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+		FOR EACH STATEMENT EXECUTE FUNCTION session_versions_bindings_update();`,
 }
