@@ -151,6 +151,91 @@ func TestTarTreeGolden(t *testing.T) {
 	}
 }
 
+// goldenMembersBlob pins the blob of membersTree, whose tar spans three gzip members.
+const goldenMembersBlob = "sha256:7edaeb9c54d6f92178fa9c0c584c1eda3394bc0e816a4454a03f869e8f8c9a11"
+
+// membersTree is a tree whose tar is over twice GzipMember: 9 MiB of code-like text.
+func membersTree(t *testing.T) string {
+	dir := t.TempDir()
+	var b bytes.Buffer
+	for i := 0; b.Len() < 9<<20; i++ {
+		fmt.Fprintf(&b, "def f%d(x):\n    return x * %d\n", i, i%97)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "site-packages/big"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "site-packages/big/code.py"), b.Bytes(), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "site-packages/big/__init__.py"), []byte("x = 1\n"), 0o644))
+	return dir
+}
+
+// TestTarTreeMembers: a tar over GzipMember bytes is written as members of exactly
+// GzipMember bytes each but the last, which every gzip reader reads as one stream, the
+// same bytes from the same tree every time.
+func TestTarTreeMembers(t *testing.T) {
+	ctx := context.Background()
+	var blobs []string
+	for range 2 {
+		var buf bytes.Buffer
+		desc, diffID, err := TarTree(ctx, membersTree(t), &buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blobs = append(blobs, string(desc.Digest))
+		// Member by member.
+		br := bytes.NewReader(buf.Bytes())
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tarBytes []byte
+		var sizes []int
+		for {
+			zr.Multistream(false)
+			m, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if zr.Header.Name != "" || zr.Header.OS != 255 || !zr.Header.ModTime.IsZero() && zr.Header.ModTime.Unix() != 0 {
+				t.Errorf("member %d: header %+v, want no name, no mtime, OS 255", len(sizes), zr.Header)
+			}
+			sizes = append(sizes, len(m))
+			tarBytes = append(tarBytes, m...)
+			if err := zr.Reset(br); err == io.EOF {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := (len(tarBytes) + GzipMember - 1) / GzipMember
+		if len(sizes) != want || len(sizes) < 3 {
+			t.Fatalf("%d members for %d bytes of tar, want %d", len(sizes), len(tarBytes), want)
+		}
+		for i, n := range sizes[:len(sizes)-1] {
+			if n != GzipMember {
+				t.Errorf("member %d inflates to %d bytes, want %d", i, n, GzipMember)
+			}
+		}
+		if got := digest.FromBytes(tarBytes); got != diffID {
+			t.Errorf("the members' tar hashes to %s, the diffID is %s", got, diffID)
+		}
+		// As one stream, as any reader of layers reads it.
+		zr, err = gzip.NewReader(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if whole, err := io.ReadAll(zr); err != nil || !bytes.Equal(whole, tarBytes) {
+			t.Errorf("read as one stream: %d bytes, %v; want the members' %d", len(whole), err, len(tarBytes))
+		}
+	}
+	if blobs[0] != blobs[1] || blobs[0] != goldenMembersBlob {
+		t.Errorf("blobs of the same tree: %s and %s, want %s", blobs[0], blobs[1], goldenMembersBlob)
+	}
+}
+
 func TestTarTreeHeaders(t *testing.T) {
 	dir := makeTree(t, 1)
 	var buf bytes.Buffer

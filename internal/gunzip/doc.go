@@ -1,4 +1,6 @@
-// Package gunzip inflates a whole gzip stream held in memory in one call, with
+// Package gunzip inflates a gzip stream held in memory in one call (Whole), or one
+// member per call into a buffer of a member's size (NewMembers: the layer blobs oci
+// writes are members of oci.GzipMember bytes of tar each), with
 // libdeflate where pylayer is built with cgo and the libdeflate build tag (as
 // scripts/build.sh builds pylayer-full, the binary that pulls). That is about
 // twice as fast as the fastest pure-Go inflater (klauspost/compress: 340-380 ms
@@ -20,8 +22,10 @@
 // klauspost/compress/gzip). libdeflate is more lenient in one known way: a run of
 // code lengths overrunning a dynamic block's count, which it ignores and zlib and
 // Go refuse as corrupt. No encoder writes one; such a blob unpacks with Whole and
-// is refused without it (TestWholeLeniency). Without cgo and the tag (make unit,
-// a plain go build), Whole is never ok.
+// is refused without it (TestWholeLeniency). NewMembers follows the same rules
+// member by member (each plain, each checked; the first it cannot inflate into its
+// buffer makes it decline, and the caller streams the whole stream again). Without
+// cgo and the tag (make unit, a plain go build), neither is ever ok.
 //
 // Whole runs C on a blob's bytes. The host cache calls it only after the blob
 // matched the digest a verified manifest names, so a stream crafted to attack

@@ -8,7 +8,10 @@ package gunzip
 */
 import "C"
 
-import "unsafe"
+import (
+	"io"
+	"unsafe"
+)
 
 // Available reports whether Whole can ever be ok (built with cgo and the
 // libdeflate tag).
@@ -80,4 +83,44 @@ func plain(b []byte) (size int64, ok bool) {
 	}
 	t := b[len(b)-4:]
 	return int64(uint32(t[0]) | uint32(t[1])<<8 | uint32(t[2])<<16 | uint32(t[3])<<24), true
+}
+
+// NewMembers returns a reader of src's inflated bytes that inflates it one member at a
+// time, each in one call, into buf's storage, or false when src cannot be read so: its
+// first header is not plain, or its trailer (the last member's) states more than
+// len(buf) bytes. Like Whole, it is a fast path: a member it cannot inflate in one call
+// into buf (a larger one, a header with optional fields, a bad stream) makes Read
+// return ErrDeclined, and the caller then reads src from the start with its streaming
+// reader, whose errors are the ones users see.
+func NewMembers(src, buf []byte) (*Members, bool) {
+	size, ok := plain(src)
+	if !ok || size > int64(len(buf)) || len(buf) == 0 {
+		return nil, false
+	}
+	return &Members{src: src, buf: buf}, true
+}
+
+// next inflates the next member into buf.
+func (m *Members) next() error {
+	if len(m.src) == 0 {
+		return io.EOF
+	}
+	if len(m.src) < 10+1+8 || [4]byte(m.src[:4]) != header {
+		return ErrDeclined
+	}
+	d := C.libdeflate_alloc_decompressor()
+	if d == nil {
+		return ErrDeclined
+	}
+	defer C.libdeflate_free_decompressor(d)
+	var in, out C.size_t
+	// libdeflate checks the member's CRC-32 and that it inflates to the size its
+	// trailer states; one that needs more room than buf is LIBDEFLATE_INSUFFICIENT_SPACE.
+	res := C.libdeflate_gzip_decompress_ex(d, unsafe.Pointer(&m.src[0]), C.size_t(len(m.src)),
+		unsafe.Pointer(&m.buf[0]), C.size_t(len(m.buf)), &in, &out)
+	if res != C.LIBDEFLATE_SUCCESS || in == 0 || int(in) > len(m.src) {
+		return ErrDeclined
+	}
+	m.src, m.out = m.src[in:], m.buf[:out]
+	return nil
 }

@@ -10,3 +10,8 @@ const Available = false
 func Whole(dst, src []byte, limit int64) ([]byte, bool) { return nil, false }
 
 func inflateRaw(src []byte, limit int) ([]byte, bool) { return nil, false }
+
+// NewMembers is never ok without cgo and the libdeflate tag: the caller reads src with its streaming reader.
+func NewMembers(src, buf []byte) (*Members, bool) { return nil, false }
+
+func (m *Members) next() error { return ErrDeclined }

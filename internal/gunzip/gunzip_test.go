@@ -145,7 +145,9 @@ func FuzzWhole(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		agree(t, b)
 		if out, ok := inflateRaw(b, 1<<20); ok {
-			agree(t, member(b, out))
+			m := member(b, out)
+			agree(t, m)
+			agree(t, append(append(m, gz(t, gzip.BestSpeed, out[:len(out)/2], nil)...), m...))
 		}
 		// A trailer for what the streaming inflater makes of it, too (it reads from a
 		// ByteReader no further than the stream's end).
@@ -162,6 +164,7 @@ func FuzzWhole(f *testing.F) {
 // so), where zlib and Go refuse it as corrupt. That is the one leniency allowed:
 // a flate.CorruptInputError, never a header, CRC-32 or size the two disagree on.
 func agree(t *testing.T, b []byte) {
+	agreeMembers(t, b)
 	got, ok := Whole(nil, b, 1<<20)
 	if !ok {
 		return
@@ -176,6 +179,81 @@ func agree(t *testing.T, b []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Whole made %d bytes, the streaming reader %d, and they differ", len(got), len(want))
+	}
+}
+
+// agreeMembers is agree for NewMembers: what it reads without declining, the streaming
+// reader reads too, with the same bytes, with the same one leniency.
+func agreeMembers(t *testing.T, b []byte) {
+	m, ok := NewMembers(b, make([]byte, 1<<20))
+	if !ok {
+		return
+	}
+	got, err := io.ReadAll(m)
+	if err != nil {
+		if !errors.Is(err, ErrDeclined) || !m.Declined() {
+			t.Fatalf("Members: %v, want only ErrDeclined", err)
+		}
+		return
+	}
+	want, err := streamed(b)
+	var corrupt flate.CorruptInputError
+	if errors.As(err, &corrupt) {
+		return
+	}
+	if err != nil {
+		t.Fatalf("Members inflated %d bytes of a stream the streaming reader refuses: %v", len(got), err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("Members made %d bytes, the streaming reader %d, and they differ", len(got), len(want))
+	}
+}
+
+// TestMembers: a stream of members is read whole, one member at a time, into a buffer
+// no larger than its largest member; what it cannot read so it declines.
+func TestMembers(t *testing.T) {
+	if !Available {
+		t.Skip("built without cgo and -tags libdeflate (make unit): NewMembers is never ok, and callers stream (make test runs with the tag)")
+	}
+	const size = 64 << 10
+	data := sample(5*size/2, 7)
+	var b []byte
+	for i := 0; i < len(data); i += size {
+		b = append(b, gz(t, gzip.DefaultCompression, data[i:min(i+size, len(data))], nil)...)
+	}
+	b = append(b, gz(t, gzip.DefaultCompression, nil, nil)...) // an empty member is read past
+	m, ok := NewMembers(b, make([]byte, size))
+	if !ok {
+		t.Fatal("NewMembers declined members of the buffer's size")
+	}
+	got, err := io.ReadAll(m)
+	if err != nil || !bytes.Equal(got, data) || m.Declined() {
+		t.Fatalf("Members read %d bytes, %v; want the %d bytes written", len(got), err, len(data))
+	}
+	agree(t, b)
+
+	big := gz(t, gzip.DefaultCompression, sample(size+1, 8), nil)
+	small := gz(t, gzip.DefaultCompression, data[:10], nil)
+	declines := map[string][]byte{
+		"a larger member first": append(append([]byte(nil), big...), small...),
+		"a larger member later": append(append([]byte(nil), small...), append(big, small...)...),
+		"trailing bytes":        append(append([]byte(nil), small...), append(small, 0)...),
+		"a named header later":  append(append([]byte(nil), small...), gz(t, gzip.DefaultCompression, data[:10], func(h *gzip.Header) { h.Name = "x" })...),
+		"bad crc":               append(append([]byte(nil), small...), func() []byte { c := append([]byte(nil), small...); c[len(c)-8] ^= 1; return c }()...),
+	}
+	for name, c := range declines {
+		m, ok := NewMembers(c, make([]byte, size))
+		if !ok {
+			t.Fatalf("%s: NewMembers declined before reading", name)
+		}
+		if _, err := io.ReadAll(m); !errors.Is(err, ErrDeclined) || !m.Declined() {
+			t.Errorf("%s: err = %v, want ErrDeclined", name, err)
+		}
+	}
+	for name, c := range map[string][]byte{"its trailer states more": big, "not gzip": data, "empty": nil} {
+		if _, ok := NewMembers(c, make([]byte, size)); ok {
+			t.Errorf("%s: NewMembers ok, want it left to the streaming reader", name)
+		}
 	}
 }
 

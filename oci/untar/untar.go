@@ -186,25 +186,42 @@ func Extract(ctx context.Context, r io.Reader, dst string, o Options) (entries [
 // call: above it, the archive is streamed through a small window, as by Extract.
 const maxWhole = 128 << 20
 
-// ExtractBytes is Extract of an archive held in memory, b. A gzip'd one whose
-// whole stream can be inflated in one call (gunzip.Whole: with libdeflate, a
-// plain single member of at most 128 MiB) is, about twice as fast as streaming
-// it; any other, a bad one included, is streamed as Extract streams it, with the
-// same errors. With scratch set, it inflates into *scratch's storage, and leaves
-// there the storage it used (grown if it had to be) for the caller's next call.
+// ExtractBytes is Extract of an archive held in memory, b. With libdeflate
+// (gunzip.Available), a gzip'd one is inflated about twice as fast as streaming it:
+// one of members of at most oci.GzipMember bytes each (as oci writes layer blobs, or
+// any of one small member) one member at a time into a buffer of that size; one
+// plain single member of at most 128 MiB in one call into a buffer of its size. Any
+// other, a bad one included, is streamed as Extract streams it, with the same
+// errors (a member the fast path declines half-way is thrown away with what it
+// unpacked, and the archive streamed from the start). With scratch set, it inflates
+// into *scratch's storage, and leaves there the storage it used (grown if it had to
+// be) for the caller's next call.
 func ExtractBytes(ctx context.Context, b []byte, dst string, o Options, scratch *[]byte) ([]Entry, error) {
-	if o.Gzip && !o.Zstd {
-		var into []byte
+	if !o.Gzip || o.Zstd || !gunzip.Available {
+		return Extract(ctx, bytes.NewReader(b), dst, o)
+	}
+	var into []byte
+	if scratch != nil {
+		into = *scratch
+	}
+	plain := o
+	plain.Gzip = false
+	if cap(into) < oci.GzipMember {
+		into = make([]byte, oci.GzipMember)
+	}
+	if m, ok := gunzip.NewMembers(b, into[:oci.GzipMember]); ok {
 		if scratch != nil {
-			into = *scratch
+			*scratch = into[:0]
 		}
-		if out, ok := gunzip.Whole(into, b, maxWhole); ok {
-			if scratch != nil {
-				*scratch = out[:0]
-			}
-			o.Gzip = false
-			return Extract(ctx, bytes.NewReader(out), dst, o)
+		out, err := Extract(ctx, m, dst, plain)
+		if !m.Declined() {
+			return out, err
 		}
+	} else if out, ok := gunzip.Whole(into, b, maxWhole); ok {
+		if scratch != nil {
+			*scratch = out[:0]
+		}
+		return Extract(ctx, bytes.NewReader(out), dst, plain)
 	}
 	return Extract(ctx, bytes.NewReader(b), dst, o)
 }

@@ -17,6 +17,9 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/pylayer/pylayer/internal/gunzip"
+	"github.com/pylayer/pylayer/oci"
 )
 
 // ent is one tar entry to write.
@@ -407,7 +410,24 @@ func TestExtractBytes(t *testing.T) {
 	// CRC-32 falls back to streaming, with the same result.
 	badCRC := append([]byte(nil), good...)
 	badCRC[len(badCRC)-8] ^= 1
-	for name, data := range map[string][]byte{"gzip": good, "bad crc": badCRC, "tar": raw} {
+	// Members: as oci writes a layer blob (GzipMember bytes of tar each), of 100 bytes,
+	// and members the fast path declines half-way (one larger than GzipMember, one with a
+	// bad CRC-32): from memory as streamed, whatever it read before is thrown away.
+	split := func(b []byte, size int) []byte {
+		var out []byte
+		for i := 0; i < len(b); i += size {
+			out = append(out, gz(t, b[i:min(i+size, len(b))])...)
+		}
+		return out
+	}
+	bigTar := rawTar(t, reg("big", string(sampleBytes(oci.GzipMember+1000))), reg("small", "x"))
+	cut := len(bigTar) - 10 // the last member is small: NewMembers takes it on, and declines the second
+	declined := append(append(gz(t, bigTar[:100]), gz(t, bigTar[100:cut])...), gz(t, bigTar[cut:])...)
+	badMiddle := split(raw, 100)
+	badMiddle[len(gz(t, raw[:100]))+40] ^= 1
+	for name, data := range map[string][]byte{"gzip": good, "bad crc": badCRC, "tar": raw,
+		"members": split(raw, 100), "layer blob": split(bigTar, oci.GzipMember), "a larger member": declined,
+		"one large member": gz(t, bigTar)} {
 		o := o
 		o.Gzip = name != "tar"
 		s, m, serr, merr := both(data, o)
@@ -422,6 +442,7 @@ func TestExtractBytes(t *testing.T) {
 		o    Options
 	}{
 		"truncated":  {good[:len(good)/2], o},
+		"bad member": {badMiddle, o},
 		"not gzip":   {raw, o},
 		"too large":  {good, Options{Limits: small, Gzip: true}},
 		"two codecs": {good, Options{Limits: lim(), Gzip: true, Zstd: true}},
@@ -432,4 +453,20 @@ func TestExtractBytes(t *testing.T) {
 			t.Errorf("%s: from memory: %v; streamed: %v; want the same error", name, merr, serr)
 		}
 	}
+	scratch = nil
+	if _, err := ExtractBytes(context.Background(), split(bigTar, oci.GzipMember), filepath.Join(base, "blob"), o, &scratch); err != nil {
+		t.Fatal(err)
+	}
+	if gunzip.Available && cap(scratch) != oci.GzipMember {
+		t.Errorf("after a layer blob of %d bytes of tar: scratch of %d bytes, want one member's (%d)", len(bigTar), cap(scratch), oci.GzipMember)
+	}
+}
+
+// sampleBytes is n bytes that compress as code does.
+func sampleBytes(n int) []byte {
+	var b bytes.Buffer
+	for i := 0; b.Len() < n; i++ {
+		fmt.Fprintf(&b, "def f%d(x):\n    return x * %d\n", i, i%97)
+	}
+	return b.Bytes()[:n]
 }

@@ -39,7 +39,8 @@ type layerBuild struct {
 	// The install's per-blob work, which lives as long as the layer being built:
 	// slots for its CPU-bound part (unpacking and linking a tree), one per core, each
 	// with the storage a blob is inflated into while it holds the slot
-	// (untar.ExtractBytes; up to 128 MiB, while the install lasts), and the buffers
+	// (untar.ExtractBytes: one gzip member, oci.GzipMember, for the blobs pylayer
+	// writes; up to 128 MiB for a blob of one large member), and the buffers
 	// its blobs are fetched into.
 	cpu     chan *[]byte
 	buffers *buffers

@@ -69,7 +69,7 @@ func checkName(name string) error {
 // keep 0755 (seal makes them read-only). On error dst is removed.
 //
 // A blob held in memory (r has Bytes, as a fetched blobMem or a bytes.Buffer) is
-// unpacked with untar.ExtractBytes, which inflates it in one call where it can,
+// unpacked with untar.ExtractBytes, which inflates a member per call where it can,
 // into scratch's storage (see ExtractBytes) when scratch is set.
 func unpack(ctx context.Context, r io.Reader, mediaType string, dst string, lim Limits, links bool, scratch *[]byte) ([]record, error) {
 	o := untar.Options{
