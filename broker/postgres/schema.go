@@ -159,14 +159,13 @@ var migrations = []string{
 	`DROP TRIGGER requests_version ON requests;
 	DROP TRIGGER bindings_version ON bindings;
 	DROP FUNCTION session_version_bump();
-	CREATE FUNCTION session_versions_new() RETURNS trigger LANGUAGE plpgsql AS $$
-	BEGIN
-		UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM new_rows);
-		RETURN NULL;
-	END $$;
-	CREATE FUNCTION session_versions_old() RETURNS trigger LANGUAGE plpgsql AS $$
-	BEGIN
-		UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM old_rows);
+	CREATE FUNCTION session_versions_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN -- PL/pgSQL plans a statement when it first runs it: each branch names only its own table
+		IF TG_OP = 'INSERT' THEN
+			UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM new_rows);
+		ELSE
+			UPDATE sessions SET version = version + 1 WHERE id IN (SELECT session_id FROM old_rows);
+		END IF;
 		RETURN NULL;
 	END $$;
 	CREATE FUNCTION session_versions_requests_update() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -185,18 +184,15 @@ var migrations = []string{
 			SELECT session_id FROM old_rows UNION SELECT session_id FROM new_rows);
 		RETURN NULL;
 	END $$;
-	CREATE TRIGGER requests_version_insert AFTER INSERT ON requests
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_new();
-	CREATE TRIGGER requests_version_delete AFTER DELETE ON requests
-		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_old();
-	CREATE TRIGGER requests_version_update AFTER UPDATE ON requests
-		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-		FOR EACH STATEMENT EXECUTE FUNCTION session_versions_requests_update();
-	CREATE TRIGGER bindings_version_insert AFTER INSERT ON bindings
-		REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_new();
-	CREATE TRIGGER bindings_version_delete AFTER DELETE ON bindings
-		REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_old();
-	CREATE TRIGGER bindings_version_update AFTER UPDATE ON bindings
-		REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
-		FOR EACH STATEMENT EXECUTE FUNCTION session_versions_bindings_update();`,
+	DO $$ DECLARE t TEXT; BEGIN
+		FOREACH t IN ARRAY ARRAY['requests', 'bindings'] LOOP
+			EXECUTE format('CREATE TRIGGER %1$s_version_insert AFTER INSERT ON %1$I
+				REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_rows()', t);
+			EXECUTE format('CREATE TRIGGER %1$s_version_delete AFTER DELETE ON %1$I
+				REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION session_versions_rows()', t);
+			EXECUTE format('CREATE TRIGGER %1$s_version_update AFTER UPDATE ON %1$I
+				REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows
+				FOR EACH STATEMENT EXECUTE FUNCTION session_versions_%1$s_update()', t);
+		END LOOP;
+	END $$;`,
 }
