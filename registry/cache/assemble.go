@@ -2,10 +2,15 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 
 	digest "github.com/opencontainers/go-digest"
@@ -20,13 +25,16 @@ const (
 	metaLock     = "lock.json"     // the config blob: the lock
 )
 
-// layerBuild is the root of layer md being built in tmp/layer-<hex>-*: a
-// directory for every directory of every tree, a hardlink for every file. Each
-// tree is added (add) as soon as it is unpacked, while others still are, so
-// linking costs no pass of its own at the end; finish adds the metadata files,
-// makes everything read-only and durable, and renames it into layers/sha256.
-// Two blobs providing the same path are an error (ErrConflict) naming both,
-// unless both provide it as a directory.
+// layerBuild is the root of layer md being built in tmp/layer-<hex>-*. A blob this
+// install unpacks is merged into it whole at finish: its tree's entries are renamed
+// into the layer, a handful per wheel (site-packages/numpy, numpy-2.1.dist-info,
+// ...), never a pass over its files, and the layer becomes the tree's home (see
+// placeHomes). A blob whose tree the cache already has is linked into it as soon as
+// it is found (add: a directory for every directory, a hardlink for every file),
+// while the others are fetched and unpacked. finish adds the metadata files, makes
+// everything read-only and durable, and renames it into layers/sha256. Two blobs
+// providing the same path are an error (ErrConflict) naming both, unless both
+// provide it as a directory.
 type layerBuild struct {
 	c      *Cache
 	md     digest.Digest
@@ -34,7 +42,7 @@ type layerBuild struct {
 	work   string
 	mu     sync.Mutex
 	owners map[string]owner
-	dirs   []string // made, relative to work
+	made   map[string]bool // directories the layer has, relative to work
 
 	// The install's per-blob work, which lives as long as the layer being built:
 	// slots for its CPU-bound part (unpacking and linking a tree), one per core, each
@@ -83,7 +91,7 @@ func (c *Cache) newLayerBuild(md digest.Digest, m *v1.Manifest) (*layerBuild, er
 	for range cap(cpu) {
 		cpu <- new([]byte)
 	}
-	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{},
+	return &layerBuild{c: c, md: md, m: m, work: work, owners: map[string]owner{}, made: map[string]bool{},
 		cpu: cpu, buffers: newBuffers(c.parallel)}, nil
 }
 
@@ -94,22 +102,43 @@ func (b *layerBuild) abort() {
 	}
 }
 
-// add links the tree of blob i, unpacked at dir, into the layer: recs is its
-// file list, or nil to read it from the cache. Safe for concurrent use; the
-// paths are claimed (and directories made) under a lock, the files linked
-// outside it.
+// add links the tree of blob i, which the cache has at dir, into the layer: recs
+// is its file list, or nil to read it from the cache.
 func (b *layerBuild) add(ctx context.Context, i int, dir string, recs []record) error {
-	l := b.m.Layers[i]
 	if recs == nil {
 		var err error
-		if recs, err = b.c.readFiles(l.Digest.Encoded()); err != nil {
+		if recs, err = b.c.readFiles(b.m.Layers[i].Digest.Encoded()); err != nil {
 			return fmt.Errorf("%w: run `pylayer doctor --repair`", err)
 		}
 	}
-	files, err := b.claim(i, recs)
-	if err != nil {
+	if err := b.claim(i, recs); err != nil {
 		return err
 	}
+	return b.link(ctx, i, dir, recs)
+}
+
+// link gives the files of tree dir (blob i, whose paths it claimed) their names in
+// the layer: it makes the directories the layer does not have yet, then hardlinks
+// every file. Safe for concurrent use: directories are made under a lock, files
+// linked outside it.
+func (b *layerBuild) link(ctx context.Context, i int, dir string, recs []record) error {
+	files := make([]string, 0, len(recs))
+	b.mu.Lock()
+	for _, r := range recs {
+		if !r.Dir {
+			files = append(files, r.Path)
+			continue
+		}
+		if b.made[r.Path] {
+			continue
+		}
+		if err := os.Mkdir(filepath.Join(b.work, filepath.FromSlash(r.Path)), 0o755); err != nil {
+			b.mu.Unlock()
+			return fmt.Errorf("assembling %q: %w", r.Path, err)
+		}
+		b.made[r.Path] = true
+	}
+	b.mu.Unlock()
 	ln := newLinker(dir, b.work)
 	defer ln.close()
 	for k, p := range files {
@@ -119,52 +148,99 @@ func (b *layerBuild) add(ctx context.Context, i int, dir string, recs []record) 
 			}
 		}
 		if err := ln.link(p); err != nil {
-			return fmt.Errorf("assembling %q from %s: %w (is the tree damaged? run `pylayer doctor --repair`)", p, titleOf(l), err)
+			return fmt.Errorf("assembling %q from %s: %w (is the tree damaged? run `pylayer doctor --repair`)", p, titleOf(b.m.Layers[i]), err)
 		}
 	}
 	return nil
 }
 
-// claim records blob i as the owner of its paths, makes the directories no
-// other blob made yet, and returns the paths to link.
-func (b *layerBuild) claim(i int, recs []record) ([]string, error) {
+// claim records blob i as the owner of its paths. Safe for concurrent use.
+func (b *layerBuild) claim(i int, recs []record) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	files := make([]string, 0, len(recs))
 	for _, r := range recs {
 		if r.Link != "" && b.m.ArtifactType != oci.ArtifactTypePython {
 			// Trees are shared by blob digest: one unpacked for an interpreter
 			// must not bring its links into a package layer.
-			return nil, fmt.Errorf("%w: %q in %s is a symlink: package layers hold regular files and directories only", ErrUnsafeArchive, r.Path, titleOf(b.m.Layers[i]))
+			return fmt.Errorf("%w: %q in %s is a symlink: package layers hold regular files and directories only", ErrUnsafeArchive, r.Path, titleOf(b.m.Layers[i]))
 		}
 		if prev, seen := b.owners[r.Path]; seen {
 			if prev.dir && r.Dir {
 				continue
 			}
 			first, second := b.m.Layers[min(prev.blob, i)], b.m.Layers[max(prev.blob, i)]
-			return nil, fmt.Errorf("%w: %q is provided by both %q and %q", ErrConflict, r.Path, titleOf(first), titleOf(second))
+			return fmt.Errorf("%w: %q is provided by both %q and %q", ErrConflict, r.Path, titleOf(first), titleOf(second))
 		}
 		b.owners[r.Path] = owner{blob: i, dir: r.Dir}
-		if !r.Dir {
-			files = append(files, r.Path)
-			continue
-		}
-		if err := os.Mkdir(filepath.Join(b.work, filepath.FromSlash(r.Path)), 0o755); err != nil {
-			return nil, fmt.Errorf("assembling %q: %w", r.Path, err)
-		}
-		b.dirs = append(b.dirs, r.Path)
 	}
-	return files, nil
+	return nil
 }
 
-// finish writes the metadata files, makes the layer read-only, flushes it and
-// the pending trees it links to with one syncfs, then renames the trees into
-// place and after them the layer, and returns its root.
+// merge moves the tree this install unpacked for p (its paths claimed) into the
+// layer: each path the layer does not have yet is renamed into it whole, with
+// everything below it, and a directory the layer has already is merged into
+// entry by entry. Only directories several blobs provide are descended into, so a
+// wheel costs a few renames, not one per file. Not safe for concurrent use: finish
+// merges one tree at a time, after every tree was unpacked or linked.
+func (b *layerBuild) merge(p *pendingTree) error {
+	src := filepath.Join(p.work, "tree")
+	moved := map[string]bool{} // directories renamed whole: what lies below them came along
+	for _, r := range p.recs {
+		if movedWith(moved, r.Path) {
+			if r.Dir {
+				b.made[r.Path] = true
+			}
+			continue
+		}
+		if b.made[r.Path] {
+			if !r.Dir { // claim refuses this; never rename over a name the layer has
+				return fmt.Errorf("assembling %q: %w", r.Path, fs.ErrExist)
+			}
+			continue
+		}
+		rel := filepath.FromSlash(r.Path)
+		if err := renameNoReplace(filepath.Join(src, rel), filepath.Join(b.work, rel)); err != nil {
+			return fmt.Errorf("assembling %q from %s: %w", r.Path, titleOf(p.d), err)
+		}
+		if r.Dir {
+			moved[r.Path] = true
+			b.made[r.Path] = true
+		}
+	}
+	return nil
+}
+
+// movedWith reports whether a parent directory of p is in moved. (The paths below
+// a directory d need not follow d in a sorted list: d-1.0.dist-info comes between
+// d and d/x.)
+func movedWith(moved map[string]bool, p string) bool {
+	for {
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return false
+		}
+		p = p[:i]
+		if moved[p] {
+			return true
+		}
+	}
+}
+
+// finish merges the trees this install unpacked into the layer, writes the
+// metadata files, makes the layer read-only, flushes it with one syncfs (or records
+// it, see unsynced.go), then places the pending trees' file lists, makes the layer
+// their home, renames the layer into place, and returns its root.
 func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pending []*pendingTree, emit func(Event)) (string, error) {
 	c := b.c
 	discard := func() {
 		for _, p := range pending {
 			p.discard()
+		}
+	}
+	for _, p := range pending {
+		if err := b.merge(p); err != nil {
+			discard()
+			return "", err
 		}
 	}
 	meta := filepath.Join(b.work, metaDir)
@@ -178,7 +254,8 @@ func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pendin
 			return "", fmt.Errorf("writing %s: %w", name, err)
 		}
 	}
-	if err := sealDirs(b.work, append(b.dirs, metaDir)); err != nil {
+	b.made[metaDir] = true
+	if err := sealDirs(b.work, slices.Collect(maps.Keys(b.made))); err != nil {
 		discard()
 		return "", err
 	}
@@ -186,24 +263,33 @@ func (b *layerBuild) finish(ctx context.Context, manifest, config []byte, pendin
 		discard()
 		return "", err
 	}
-	if len(pending) > 0 {
-		if err := c.placeTrees(ctx, pending, emit); err != nil {
-			return "", err
-		}
-	}
-	testHook("assembled")
 	root := c.layerDir(b.md.Encoded())
-	if err := moveSealed(b.work, root); err != nil {
-		if _, serr := os.Lstat(root); serr == nil {
-			return "", fmt.Errorf("%w: %s exists but is not a complete layer: run `pylayer doctor --repair`", ErrInvalidCache, root)
+	err := c.placeHomes(ctx, pending, b.md.Encoded())
+	if err == nil {
+		testHook("assembled")
+		if err = moveSealed(b.work, root); err != nil {
+			for _, p := range pending { // nothing may point at a layer that is not there
+				os.Remove(c.treeDir(p.d.Digest.Encoded()))
+			}
+			if _, serr := os.Lstat(root); serr == nil {
+				err = fmt.Errorf("%w: %s exists but is not a complete layer: run `pylayer doctor --repair`", ErrInvalidCache, root)
+			} else {
+				err = fmt.Errorf("moving the layer into place: %w", err)
+			}
+		} else {
+			b.work = ""
+			if !c.lazy() { // else recorded: a crash of the machine loses the renames, or they are removed
+				err = errors.Join(syncDir(ctx, filepath.Dir(c.treeDir("x"))), syncDir(ctx, filepath.Dir(root)))
+			}
 		}
-		return "", fmt.Errorf("moving the layer into place: %w", err)
 	}
-	b.work = ""
-	if c.lazy() {
-		return root, nil // recorded
+	for _, p := range pending {
+		p.discard() // what is left of its work is the skeleton of directories merged into others
+		if err == nil {
+			emit(Event{Blob: p.d.Digest, Title: titleOf(p.d), Bytes: p.d.Size, Total: p.d.Size, Done: true})
+		}
 	}
-	if err := syncDir(ctx, filepath.Dir(root)); err != nil {
+	if err != nil {
 		return "", err
 	}
 	return root, nil

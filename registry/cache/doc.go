@@ -1,11 +1,13 @@
 // Package cache is pylayer's read-only host cache: verified layer blobs are
-// unpacked once into content-addressed trees, and layer roots are assembled
-// from hardlinks into those trees, so every session on a host shares one copy
-// of each wheel.
+// unpacked once into content-addressed trees, and layer roots are made of those
+// trees, so every session on a host shares one copy of each wheel.
 //
-//	<root>/trees/sha256/<blob>/        one unpacked layer blob, read-only
+//	<root>/trees/sha256/<blob>         the tree of one layer blob: a symlink to the
+//	                                   layer that holds its files (its home,
+//	                                   ../../layers/sha256/<manifest>), or a read-only
+//	                                   directory of its own
 //	<root>/trees/sha256/<blob>.files   what the tree must contain (path, mode, size, xxh64)
-//	<root>/layers/sha256/<manifest>/   a layer root: hardlinks into trees, plus
+//	<root>/layers/sha256/<manifest>/   a layer root: its trees' files, plus
 //	                                   .pylayer/manifest.json and .pylayer/lock.json
 //	<root>/admissions/sha256/<manifest>.json
 //	                                   who admitted the digest: each repository, trust
@@ -22,8 +24,8 @@
 // passwd and group, written once per content) with sandbox/pyc-<key>/, the guard's
 // bytecode for each interpreter.
 //
-// Everything under trees/ and layers/ appears by one atomic rename of a
-// directory that is complete and read-only, so a crash (kill -9 at any
+// Everything under trees/ and layers/ appears by one atomic rename (of a directory
+// that is complete and read-only, or of a home's link), so a crash (kill -9 at any
 // point) leaves nothing half-visible: leftovers stay under tmp/ and Open removes
 // them once their lock is free. Against a crash of the machine, a directory is
 // durable before its rename (one syncfs), or, where the kernel names its boot,
@@ -31,19 +33,27 @@
 // is read, so an install need not wait for the disk (unsynced.go). An install unpacks its missing blobs in
 // parallel, largest first: it fetches up to twice as many at once as there are
 // cores (small blobs into memory, never written to tmp/) and unpacks one per
-// core, so that fetches go on while the cores unpack; it links each
-// tree into the layer root as soon as it is unpacked, and makes the new trees
-// and the layer safe to rename with one record of them (or one syncfs, with
-// writeback started in the background while it still unpacks, so that the
-// syncfs finds little left to write) before renaming them into place, trees
-// first. Files are linked relative to descriptors of their directories (one
-// linkat each, no path walks).
+// core, each into a tree of its own under tmp/, so that fetches go on while the cores
+// unpack. A tree the cache has already is linked into the layer as soon as it is
+// found, one hardlink per file, relative to descriptors of its directories (one
+// linkat each, no path walks). The trees the install unpacked are then renamed into
+// the layer whole (layerBuild.merge): a directory that only one blob provides moves
+// with everything below it, so a wheel costs a few renames and each file of a new
+// layer is written once and has one name, no second pass over it. The layer becomes
+// those trees' home (homes.go): trees/sha256/<blob> links to it, and a later layer
+// that uses the blob hardlinks its files from there. One record of the new trees and
+// the layer (or one syncfs, with writeback started in the background while it still
+// unpacks, so that the syncfs finds little left to write) makes them safe to rename:
+// file lists, homes, then the layer.
 //
-// Why a layer root is hardlinks, not a mount of its trees: a sandbox mounts
-// one directory per layer, as bwrap 0.8 (Debian 12) has no --overlay-src
-// (it came in 0.9), and a bind mount per tree costs about 0.2 ms of session
-// start each (measured: 30 binds +5 ms, 90 binds +30 ms per bwrap start),
-// where linking costs once per pull.
+// Why a layer root holds the files, and not links or mounts of its trees:
+//   - Directory symlinks into per-wheel trees would leave a path's ".." to the tree:
+//     torch's libraries find the CUDA wheels' through $ORIGIN/../../nvidia, and code
+//     that resolves __file__ looks for its neighbours beside it. pip installs every
+//     wheel into one directory, and so must a layer.
+//   - A sandbox mounts one directory per layer: bwrap 0.8 (Debian 12) has no
+//     --overlay-src (it came in 0.9), and a bind mount per tree costs about 0.2 ms of
+//     session start each (measured: 30 binds +5 ms, 90 binds +30 ms per bwrap start).
 //
 // Cross-process flock locks make many processes installing the same layer
 // download and unpack each blob once; an install never waits for a tree lock

@@ -39,9 +39,47 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 		return rep, fmt.Errorf("doctor: %w", err)
 	}
 
-	trees, err := hexNames(filepath.Dir(c.treeDir("x")), "")
+	infos, err := c.layers(ctx)
 	if err != nil {
 		return rep, fmt.Errorf("doctor: %w", err)
+	}
+	all, err := treeNames(filepath.Dir(c.treeDir("x")))
+	if err != nil {
+		return rep, fmt.Errorf("doctor: %w", err)
+	}
+	var trees []string
+	for _, t := range all {
+		if !c.danglingHome(t) {
+			trees = append(trees, t)
+			continue
+		}
+		// A home whose layer is gone. Left by an install that died before its layer's
+		// rename, it is no tree, and no damage (the next install of the blob replaces
+		// it, GC removes it). If a layer uses the blob all the same (its home was
+		// removed by hand), that layer holds the files: repair makes it the home.
+		user := ""
+		for _, li := range infos {
+			for i := 0; user == "" && li.manifest != nil && i < len(li.manifest.Layers); i++ {
+				if li.manifest.Layers[i].Digest.Encoded() == t {
+					user = li.hex
+				}
+			}
+		}
+		switch {
+		case user != "" && repair:
+			if err := c.setHome(t, user); err != nil {
+				return rep, fmt.Errorf("doctor: %w", err)
+			}
+			trees = append(trees, t)
+			rep.Repaired = append(rep.Repaired, "tree sha256:"+t+": its home was gone, made layer sha256:"+user+", which holds its files, its home")
+		case user != "":
+			rep.Bad = append(rep.Bad, "tree sha256:"+t+": its home layer is gone, and layer sha256:"+user+" uses it: repair makes that layer its home")
+		case repair:
+			if err := c.removeTree(ctx, t); err != nil {
+				return rep, fmt.Errorf("doctor: %w", err)
+			}
+			rep.Repaired = append(rep.Repaired, "tree sha256:"+t+": removed the home an interrupted install left")
+		}
 	}
 	if repair {
 		c.fixTops(trees, &rep)
@@ -61,10 +99,6 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 		}
 		recsOf[t] = recs
 	}
-	infos, err := c.layers(ctx)
-	if err != nil {
-		return rep, fmt.Errorf("doctor: %w", err)
-	}
 	var badLayers []string
 	for _, li := range infos {
 		if err := ctx.Err(); err != nil {
@@ -80,8 +114,28 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 	if !repair {
 		return rep, nil
 	}
+	bad := map[string]bool{}
 	for _, l := range badLayers {
-		ok, err := c.removeLayer(ctx, l)
+		bad[l] = true
+	}
+	users := map[string][]string{} // tree -> the sound layers that use it
+	treesOf := map[string][]string{}
+	for _, li := range infos {
+		for i := 0; li.manifest != nil && i < len(li.manifest.Layers); i++ {
+			t := li.manifest.Layers[i].Digest.Encoded()
+			treesOf[li.hex] = append(treesOf[li.hex], t)
+			if !bad[li.hex] {
+				users[t] = append(users[t], li.hex)
+			}
+		}
+	}
+	for _, l := range badLayers {
+		ok, err := c.removeLayer(ctx, l, treesOf[l], func(t string) string {
+			if us := users[t]; len(us) > 0 && !badTree[t] {
+				return us[0]
+			}
+			return ""
+		})
 		if err != nil {
 			return rep, fmt.Errorf("doctor: %w", err)
 		}
@@ -111,17 +165,26 @@ func summarize(what string, problems []string) string {
 	return s
 }
 
-// checkTree verifies one tree against its file list, re-hashing every file.
+// checkTree verifies one tree against its file list, re-hashing every file: a
+// directory of its own, or its paths in its home layer (homes.go), whose other
+// paths are other blobs' (checkLayer looks at those).
 func (c *Cache) checkTree(hex string) ([]string, []record) {
 	recs, err := c.readFiles(hex)
 	if err != nil {
 		return []string{err.Error()}, nil
 	}
 	var problems []string
-	if fi, err := os.Lstat(c.treeDir(hex)); err != nil || fi.Mode().Perm() != modeDir {
+	dir, homed := c.treeDir(hex), false
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		layer, err := c.home(hex)
+		if err != nil {
+			return []string{err.Error()}, nil
+		}
+		dir, homed = c.layerDir(layer), true
+	} else if err != nil || fi.Mode().Perm() != modeDir {
 		problems = append(problems, "top directory is not read-only (0555)")
 	}
-	p, err := verifyTree(c.treeDir(hex), recs)
+	p, err := verifyTree(dir, recs, homed)
 	if err != nil {
 		return append(problems, err.Error()), nil
 	}

@@ -15,6 +15,8 @@ func TestDoctor(t *testing.T) {
 		tamper func(t *testing.T, c *Cache, root, tree string)
 		tree   bool // the tree is damaged (and the layer with it)
 	}{
+		// The layer is the home of tree a (its files are a's, see homes.go), and links
+		// tree b from the other layer, b's home.
 		{"file content changed in the tree", func(t *testing.T, c *Cache, root, tree string) {
 			p := filepath.Join(tree, "site-packages/a/__init__.py")
 			must(t, os.Chmod(p, 0o644))
@@ -24,17 +26,17 @@ func TestDoctor(t *testing.T) {
 		{"file made writable", func(t *testing.T, c *Cache, root, tree string) {
 			must(t, os.Chmod(filepath.Join(tree, "site-packages/a/__init__.py"), 0o666))
 		}, true},
-		{"file added to the tree", func(t *testing.T, c *Cache, root, tree string) {
+		{"file added beside the tree's files in its home", func(t *testing.T, c *Cache, root, tree string) {
 			d := filepath.Join(tree, "site-packages/a")
 			must(t, os.Chmod(d, 0o755))
 			must(t, os.WriteFile(filepath.Join(d, "extra.py"), nil, 0o444))
 			must(t, os.Chmod(d, 0o555))
-		}, true},
-		{"file of the layer replaced by a copy", func(t *testing.T, c *Cache, root, tree string) {
-			d := filepath.Join(root, "site-packages/a")
+		}, false},
+		{"linked file of the layer replaced by a copy", func(t *testing.T, c *Cache, root, tree string) {
+			d := filepath.Join(root, "site-packages")
 			must(t, os.Chmod(d, 0o755))
-			must(t, os.Remove(filepath.Join(d, "__init__.py")))
-			must(t, os.WriteFile(filepath.Join(d, "__init__.py"), []byte("print('a')\n"), 0o444))
+			must(t, os.Remove(filepath.Join(d, "b.py")))
+			must(t, os.WriteFile(filepath.Join(d, "b.py"), []byte("B = 1\n"), 0o444))
 			must(t, os.Chmod(d, 0o555))
 		}, false},
 		{"file added to the layer", func(t *testing.T, c *Cache, root, tree string) {
@@ -58,13 +60,16 @@ func TestDoctor(t *testing.T) {
 			c := openCache(t)
 			s := newStore()
 			fx := artifact(t, "k", wheelA, wheelB)
-			other := artifact(t, "other", wheelB) // shares b, must survive
-			installAll(t, c, s, fx, other)
+			other := artifact(t, "other", wheelB) // b's home, must survive
+			installAll(t, c, s, other, fx)
 			root, _ := c.Layer(fx.md)
 			var treeA string
 			for _, l := range fx.layers {
 				if titleOf(l) == wheelA.title {
 					treeA = c.treeDir(l.Digest.Encoded())
+					if h, err := c.home(l.Digest.Encoded()); err != nil || h != fx.md.Encoded() {
+						t.Fatalf("home of tree a = %q, %v; want the layer that unpacked it", h, err)
+					}
 				}
 			}
 			assertConsistent(t, c)
@@ -99,10 +104,10 @@ func TestDoctor(t *testing.T) {
 			}
 			assertConsistent(t, c)
 
-			before := s.total()
-			installAll(t, c, s, fx)
-			if fetched := s.total() - before; tt.tree && fetched != 2 || !tt.tree && fetched != 1 {
-				t.Errorf("reinstall fetched %d blobs", fetched)
+			// The layer went, and with it tree a, whose home it was and which no other
+			// layer uses: the config and a are fetched again, b is linked from its home.
+			if fetched := fetchedBy(t, c, s, fx); fetched != 2 {
+				t.Errorf("reinstall fetched %d blobs, want 2", fetched)
 			}
 			assertConsistent(t, c)
 			b, err := os.ReadFile(filepath.Join(root, "site-packages/a/__init__.py"))
@@ -121,18 +126,16 @@ func TestDoctorFixesTopMode(t *testing.T) {
 	fx := artifact(t, "k", wheelC)
 	installAll(t, c, s, fx)
 	root, _ := c.Layer(fx.md)
-	tree := c.treeDir(fx.layers[0].Digest.Encoded())
 	must(t, os.Chmod(root, 0o755)) // as after a crash between rename and chmod
-	must(t, os.Chmod(tree, 0o755))
 	rep, err := c.Doctor(ctx, false)
 	must(t, err)
-	if len(rep.Bad) != 2 {
-		t.Errorf("Doctor = %+v, want 2 bad", rep)
+	if len(rep.Bad) != 1 {
+		t.Errorf("Doctor = %+v, want 1 bad", rep)
 	}
 	rep, err = c.Doctor(ctx, true)
 	must(t, err)
-	if len(rep.Bad) != 0 || len(rep.Repaired) != 2 {
-		t.Errorf("Doctor(repair) = %+v, want 2 chmod repairs and nothing bad", rep)
+	if len(rep.Bad) != 0 || len(rep.Repaired) != 1 {
+		t.Errorf("Doctor(repair) = %+v, want 1 chmod repair and nothing bad", rep)
 	}
 	if _, ok := c.Layer(fx.md); !ok {
 		t.Error("a mode-only problem removed the layer")

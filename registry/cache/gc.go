@@ -244,7 +244,7 @@ func (c *Cache) gcState(ctx context.Context, protected map[string]bool) ([]gcLay
 	if err != nil {
 		return nil, nil, err
 	}
-	trees, err := hexNames(filepath.Dir(c.treeDir("x")), "")
+	trees, err := treeNames(filepath.Dir(c.treeDir("x")))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -329,11 +329,24 @@ func (c *Cache) sweep(ctx context.Context, plan gcPlan, layers []gcLayer, sizes 
 		treesOf[l.hex] = l.trees
 	}
 	removed, spared := map[string]bool{}, map[string]bool{}
+	users := map[string][]string{} // tree -> the layers that use it
+	for _, l := range layers {
+		for _, t := range l.trees {
+			users[t] = append(users[t], l.hex)
+		}
+	}
 	for _, hex := range plan.layers {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		ok, err := c.removeLayer(ctx, hex)
+		ok, err := c.removeLayer(ctx, hex, treesOf[hex], func(t string) string {
+			for _, u := range users[t] {
+				if u != hex && !removed[u] {
+					return u
+				}
+			}
+			return ""
+		})
 		if err != nil {
 			return rep, err
 		}
@@ -366,9 +379,11 @@ func (c *Cache) sweep(ctx context.Context, plan gcPlan, layers []gcLayer, sizes 
 }
 
 // removeLayer removes layer hex unless it is held (ok false). It takes the
-// layer's install lock and its hold lock exclusively, renames the root into
-// tmp/ (so it vanishes at once) and deletes it there.
-func (c *Cache) removeLayer(ctx context.Context, hex string) (ok bool, err error) {
+// layer's install lock and its hold lock exclusively, moves the home of every tree
+// it is the home of to the layer newHome names, or removes such a tree where there
+// is none (rehome; trees are the blobs it uses, nil if unknown), renames the root
+// into tmp/ (so it vanishes at once) and deletes it there.
+func (c *Cache) removeLayer(ctx context.Context, hex string, trees []string, newHome func(tree string) string) (ok bool, err error) {
 	ll, err := acquire(ctx, c.lockPath("layer", hex), lockMode{exclusive: true, create: true})
 	if errors.Is(err, errBusy) {
 		return false, nil
@@ -385,6 +400,9 @@ func (c *Cache) removeLayer(ctx context.Context, hex string) (ok bool, err error
 		return false, err
 	}
 	defer hl.release()
+	if err := c.rehome(ctx, hex, trees, newHome); err != nil {
+		return false, fmt.Errorf("removing layer sha256:%s: %w", hex, err)
+	}
 	if err := c.moveAway(ctx, c.layerDir(hex)); err != nil {
 		return false, fmt.Errorf("removing layer sha256:%s: %w", hex, err)
 	}
@@ -430,8 +448,15 @@ func (c *Cache) removeOrphanLists() {
 // and then deletes it. The directory is made writable first: moving a
 // directory to another parent needs write access to it.
 func (c *Cache) moveAway(ctx context.Context, dir string) error {
-	if _, err := os.Lstat(dir); errors.Is(err, fs.ErrNotExist) {
+	fi, err := os.Lstat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
+	}
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 { // a tree's home: the link alone goes
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+		return syncDir(ctx, filepath.Dir(dir))
 	}
 	trash, err := os.MkdirTemp(c.tmpDir(), "gc-*")
 	if err != nil {

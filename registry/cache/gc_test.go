@@ -23,6 +23,14 @@ func installAll(t *testing.T, c *Cache, s *store, fxs ...fixture) {
 	}
 }
 
+// fetchedBy installs fxs and returns how many blobs that fetched (configs included).
+func fetchedBy(t *testing.T, c *Cache, s *store, fxs ...fixture) int {
+	t.Helper()
+	before := s.total()
+	installAll(t, c, s, fxs...)
+	return s.total() - before
+}
+
 // setUsed backdates a layer's last use.
 func setUsed(t *testing.T, c *Cache, d digest.Digest, ago time.Duration) {
 	t.Helper()

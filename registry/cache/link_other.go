@@ -18,3 +18,12 @@ func (l *linker) link(rel string) error {
 }
 
 func (l *linker) close() {}
+
+// renameNoReplace renames oldpath to newpath unless newpath exists (checked, then
+// renamed: not atomic here, where installs are not concurrent-safe anyway).
+func renameNoReplace(oldpath, newpath string) error {
+	if _, err := os.Lstat(newpath); err == nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: os.ErrExist}
+	}
+	return os.Rename(oldpath, newpath)
+}

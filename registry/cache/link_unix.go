@@ -105,3 +105,23 @@ func ignoringEINTR(f func() error) error {
 		}
 	}
 }
+
+// renameNoReplace renames oldpath to newpath, failing (EEXIST) where newpath
+// exists instead of replacing it: a tree merged into a layer never takes the
+// place of anything there.
+func renameNoReplace(oldpath, newpath string) error {
+	err := ignoringEINTR(func() error {
+		return unix.Renameat2(unix.AT_FDCWD, oldpath, unix.AT_FDCWD, newpath, unix.RENAME_NOREPLACE)
+	})
+	if err == unix.EINVAL { // a file system without the flag: the layer is this install's alone
+		if _, lerr := os.Lstat(newpath); lerr == nil {
+			err = unix.EEXIST
+		} else {
+			err = ignoringEINTR(func() error { return unix.Rename(oldpath, newpath) })
+		}
+	}
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: oldpath, New: newpath, Err: err}
+	}
+	return nil
+}

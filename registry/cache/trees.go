@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/internal/fsx"
@@ -30,9 +31,11 @@ var maxMemBlobBytes int64 = 32 << 20
 // work (tree/ and its file list, files), not yet durable nor visible. Its tree
 // lock is held until it is committed or discarded.
 type pendingTree struct {
+	i    int // its index in the manifest
 	d    v1.Descriptor
 	work string // tmp/tree-<hex>-*
 	lock *fileLock
+	recs []record // its file list, sorted by path
 }
 
 // discard removes a pending tree and frees its lock.
@@ -41,17 +44,18 @@ func (p *pendingTree) discard() {
 	p.lock.release()
 }
 
-// ensureTrees makes sure every blob has its tree, c.parallel at a time, and
-// adds each to the layer being built (lb) as soon as it is there. The first
-// failure cancels the rest.
+// ensureTrees makes sure every blob has its tree, c.parallel at a time: a tree the
+// cache has is linked into the layer being built (lb) as soon as it is found, and one
+// this install unpacks is claimed in it. The first failure cancels the rest.
 //
-// Trees this install unpacks are returned pending: the caller makes them
-// durable with one syncfs for the whole install, the layer included
+// Trees this install unpacks are returned pending: the caller merges them into the
+// layer and makes them durable with one syncfs for the whole install
 // (layerBuild.finish), instead of one per tree. Their locks are held until then, so that no other
 // process unpacks them too; to hold locks without waiting for any (two
 // installs each holding a tree the other waits for would deadlock), a tree
 // whose lock is busy is skipped at first, and waited for only once this
-// install's pending trees are committed and their locks released.
+// install's pending trees are committed on their own (in trees/sha256, linked into
+// the layer like any tree the cache had) and their locks released.
 func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links bool, fetch Fetch, emit func(Event), lb *layerBuild) (pending []*pendingTree, err error) {
 	var mu sync.Mutex
 	defer func() {
@@ -92,14 +96,14 @@ func (c *Cache) ensureTrees(ctx context.Context, layers []v1.Descriptor, links b
 	// whose maker gave up), each made durable on its own.
 	p := pending
 	pending = nil
-	if err := c.commitTrees(ctx, p, emit); err != nil {
+	if err := c.commitTrees(ctx, p, emit, lb); err != nil {
 		return nil, err
 	}
 	return nil, c.eachLayer(ctx, len(busy), func(ctx context.Context, k int) error {
 		l := layers[busy[k]]
 		p, err := c.ensureTree(ctx, busy[k], l, links, fetch, emit, lb, true)
 		if err == nil && p != nil {
-			err = c.commitTrees(ctx, []*pendingTree{p}, emit)
+			err = c.commitTrees(ctx, []*pendingTree{p}, emit, lb)
 		}
 		if err != nil {
 			return fmt.Errorf("blob %s (%s): %w", l.Digest, titleOf(l), err)
@@ -201,9 +205,12 @@ func (c *Cache) eachLayer(ctx context.Context, n int, f func(ctx context.Context
 	return first
 }
 
-// hasTree reports whether the tree of blob hex is in the cache. A tree
-// directory without its file list is damaged (the list is renamed into place
-// first), which needs a repair, not a second unpack over it.
+// hasTree reports whether the tree of blob hex is in the cache: a directory of its
+// own, or a home in a layer (see homes.go). A home whose layer is not there is a
+// leftover of an install that died before renaming its layer into place: no tree
+// (the next install replaces it, GC removes it). A tree without its file list is
+// damaged (the list is renamed into place first), which needs a repair, not a
+// second unpack over it.
 func (c *Cache) hasTree(hex string) (bool, error) {
 	fi, err := os.Lstat(c.treeDir(hex))
 	if errors.Is(err, fs.ErrNotExist) {
@@ -212,7 +219,16 @@ func (c *Cache) hasTree(hex string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if !fi.IsDir() {
+	switch {
+	case fi.Mode()&fs.ModeSymlink != 0:
+		layer, err := c.home(hex)
+		if err != nil {
+			return false, err
+		}
+		if _, ok := c.Layer(digest.NewDigestFromEncoded(digest.SHA256, layer)); !ok {
+			return false, nil
+		}
+	case !fi.IsDir():
 		return false, fmt.Errorf("%w: %s is a %s: run `pylayer doctor --repair`", ErrInvalidCache, c.treeDir(hex), kindOf(fi.Mode()))
 	}
 	if _, err := os.Lstat(c.treeFiles(hex)); err != nil {
@@ -254,7 +270,7 @@ func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bo
 		}
 		return cached()
 	}
-	p := &pendingTree{d: d, lock: l}
+	p := &pendingTree{i: i, d: d, lock: l}
 	if p.work, err = os.MkdirTemp(c.tmpDir(), "tree-"+hex+"-*"); err != nil {
 		l.release()
 		return nil, fmt.Errorf("creating work directory: %w", err)
@@ -267,7 +283,8 @@ func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bo
 }
 
 // makeTree fetches, verifies and unpacks p's blob into p.work, writes its file
-// list, makes its directories read-only and adds it to lb.
+// list and claims its paths in lb. Its directories stay writable: finish renames
+// them into the layer, which needs write access to a directory that changes parent.
 func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool, fetch Fetch, emit func(Event), lb *layerBuild) error {
 	blob, err := c.fetchBlob(ctx, p.d, fetch, p.work, emit, lb.buffers)
 	if err != nil {
@@ -297,10 +314,8 @@ func (c *Cache) makeTree(ctx context.Context, i int, p *pendingTree, links bool,
 	if err := writeFileMode(filepath.Join(p.work, "files"), list, modeFile, false); err != nil {
 		return fmt.Errorf("writing the file list: %w", err)
 	}
-	if err := sealDirs(tree, dirsOf(recs)); err != nil {
-		return err
-	}
-	return lb.add(ctx, i, tree, recs)
+	p.recs = recs
+	return lb.claim(i, recs)
 }
 
 // makeDurable makes pending trees and the layer in tmp/ (its manifest digest in hex, or
@@ -312,20 +327,38 @@ func (c *Cache) makeDurable(ctx context.Context, pending []*pendingTree, layer s
 	return syncFS(ctx, c.tmpDir()) // the trees' work directories too: one file system
 }
 
-// commitTrees makes pending trees durable with one syncfs, then renames each
-// into trees/sha256 (its file list first), fsyncs that directory, and frees
-// their locks. On error the trees not yet in place are discarded.
-func (c *Cache) commitTrees(ctx context.Context, pending []*pendingTree, emit func(Event)) error {
+// commitTrees makes pending trees read-only and durable with one syncfs, renames
+// each into trees/sha256 as a tree of its own (its file list first), fsyncs that
+// directory, frees their locks, and links each into lb. On error the trees not yet
+// in place are discarded.
+func (c *Cache) commitTrees(ctx context.Context, pending []*pendingTree, emit func(Event), lb *layerBuild) error {
 	if len(pending) == 0 {
 		return nil
 	}
-	if err := c.makeDurable(ctx, pending, ""); err != nil {
+	var err error
+	for _, p := range pending {
+		if err == nil {
+			err = sealDirs(filepath.Join(p.work, "tree"), dirsOf(p.recs))
+		}
+	}
+	if err == nil {
+		err = c.makeDurable(ctx, pending, "")
+	}
+	if err != nil {
 		for _, p := range pending {
 			p.discard()
 		}
 		return err
 	}
-	return c.placeTrees(ctx, pending, emit)
+	if err := c.placeTrees(ctx, pending, emit); err != nil {
+		return err
+	}
+	for _, p := range pending {
+		if err := lb.link(ctx, p.i, c.treeDir(p.d.Digest.Encoded()), p.recs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // placeTrees renames durable pending trees into place, fsyncs trees/sha256,
