@@ -114,6 +114,7 @@ func TestPullConcurrentAndKilled(t *testing.T) {
 		if ls := cacheEntries(t, h.cache, "layers"); len(ls) != 1 {
 			t.Errorf("layers/sha256 holds %v, want one layer root", ls)
 		}
+		assertWrittenOnce(t, h.cache, strings.TrimSpace(outs[0].String()), m.Layers)
 		h.must(ctx, t, "doctor")
 		t.Logf("16 concurrent pulls in %v; GETs per layer blob: %v; config GETs: %d", elapsed.Round(time.Millisecond), gets, r.BlobGETs(m.Config.Digest))
 	})

@@ -17,6 +17,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
@@ -214,6 +215,40 @@ func cacheEntries(t testing.TB, cache, kind string) []string {
 		names = append(names, de.Name())
 	}
 	return names
+}
+
+// assertWrittenOnce fails unless the layer at root, pulled into a cache that held none of
+// its blobs, holds each file under one name (each blob's tree renamed into it whole, no
+// second link), and each blob's tree in the cache is a link to that layer, its home.
+func assertWrittenOnce(t testing.TB, cache, root string, blobs []v1.Descriptor) {
+	t.Helper()
+	files := 0
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if n := fi.Sys().(*syscall.Stat_t).Nlink; n != 1 {
+			t.Errorf("%s has %d names, want 1", p, n)
+		}
+		files++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "../../layers/sha256/" + filepath.Base(root)
+	for _, b := range blobs {
+		if got, err := os.Readlink(filepath.Join(cache, "trees", "sha256", b.Digest.Encoded())); err != nil || got != want {
+			t.Errorf("tree of %s: link %q, %v; want %q", b.Digest, got, err, want)
+		}
+	}
+	if files < 100 {
+		t.Errorf("the layer root has %d files; the office set has far more", files)
+	}
 }
 
 // assertNothingUnpacked fails unless the cache has no tree and no layer.
