@@ -209,3 +209,27 @@ func TestDoctorRehomes(t *testing.T) {
 	}
 	assertConsistent(t, c)
 }
+
+// FuzzHome: whatever a tree's link says, home accepts exactly homeTarget of a digest
+// (a link anywhere else is damage, never followed), and never panics.
+func FuzzHome(f *testing.F) {
+	for _, s := range []string{homeTarget(strings.Repeat("a", 64)), homeTarget(strings.Repeat("a", 63)),
+		"../../layers/sha256/../../../etc", "/etc/passwd", homeTarget(strings.Repeat("A", 64)), "", "../../layers/sha256/"} {
+		f.Add(s)
+	}
+	c := openCache(f)
+	hex := strings.Repeat("0", 64)
+	f.Fuzz(func(t *testing.T, target string) {
+		os.Remove(c.treeDir(hex))
+		if os.Symlink(target, c.treeDir(hex)) != nil {
+			return // not a name the file system takes (empty, NUL, too long)
+		}
+		layer, err := c.home(hex)
+		if err != nil {
+			return
+		}
+		if !isHex64(layer) || homeTarget(layer) != target {
+			t.Fatalf("home(%q) = %q, want an error or the layer of homeTarget", target, layer)
+		}
+	})
+}
