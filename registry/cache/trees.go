@@ -237,9 +237,9 @@ func (c *Cache) hasTree(hex string) (bool, error) {
 	return true, nil
 }
 
-// ensureTree adds the tree of blob i to lb, unpacking it first unless it
-// exists: it is fetched and verified, unpacked in tmp/tree-<hex>-*, listed and
-// made read-only there, and returned pending (not yet durable, its lock held).
+// ensureTree links the tree of blob i into lb if the cache has it; else it fetches
+// and verifies the blob, unpacks and lists it in tmp/tree-<hex>-*, claims its paths
+// in lb and returns it pending (not yet read-only nor durable, its lock held).
 // Unless wait is set, a busy tree lock is errBusy.
 func (c *Cache) ensureTree(ctx context.Context, i int, d v1.Descriptor, links bool, fetch Fetch, emit func(Event), lb *layerBuild, wait bool) (*pendingTree, error) {
 	hex := d.Digest.Encoded()
