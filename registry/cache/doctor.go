@@ -47,6 +47,15 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("doctor: %w", err)
 	}
+	users := map[string][]string{} // tree -> the layers that use it
+	treesOf := map[string][]string{}
+	for _, li := range infos {
+		for i := 0; li.manifest != nil && i < len(li.manifest.Layers); i++ {
+			t := li.manifest.Layers[i].Digest.Encoded()
+			treesOf[li.hex] = append(treesOf[li.hex], t)
+			users[t] = append(users[t], li.hex)
+		}
+	}
 	var trees []string
 	for _, t := range all {
 		if !c.danglingHome(t) {
@@ -58,12 +67,8 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 		// it, GC removes it). If a layer uses the blob all the same (its home was
 		// removed by hand), that layer holds the files: repair makes it the home.
 		user := ""
-		for _, li := range infos {
-			for i := 0; user == "" && li.manifest != nil && i < len(li.manifest.Layers); i++ {
-				if li.manifest.Layers[i].Digest.Encoded() == t {
-					user = li.hex
-				}
-			}
+		if len(users[t]) > 0 {
+			user = users[t][0]
 		}
 		switch {
 		case user != "" && repair:
@@ -118,21 +123,12 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 	for _, l := range badLayers {
 		bad[l] = true
 	}
-	users := map[string][]string{} // tree -> the sound layers that use it
-	treesOf := map[string][]string{}
-	for _, li := range infos {
-		for i := 0; li.manifest != nil && i < len(li.manifest.Layers); i++ {
-			t := li.manifest.Layers[i].Digest.Encoded()
-			treesOf[li.hex] = append(treesOf[li.hex], t)
-			if !bad[li.hex] {
-				users[t] = append(users[t], li.hex)
-			}
-		}
-	}
 	for _, l := range badLayers {
 		ok, err := c.removeLayer(ctx, l, treesOf[l], func(t string) string {
-			if us := users[t]; len(us) > 0 && !badTree[t] {
-				return us[0]
+			for _, u := range users[t] {
+				if !bad[u] && !badTree[t] {
+					return u // a sound layer that uses it
+				}
 			}
 			return ""
 		})

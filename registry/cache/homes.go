@@ -145,10 +145,17 @@ func (c *Cache) danglingHome(hex string) bool {
 	if err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		return false
 	}
+	_, installed, err := c.homeInstalled(hex)
+	return err == nil && !installed // a link to no layer at all is damage, not a leftover
+}
+
+// homeInstalled returns the layer that tree hex, a home, links to, and whether that
+// layer is installed.
+func (c *Cache) homeInstalled(hex string) (string, bool, error) {
 	layer, err := c.home(hex)
 	if err != nil {
-		return false // damage, not a leftover
+		return "", false, err
 	}
 	_, ok := c.Layer(digest.NewDigestFromEncoded(digest.SHA256, layer))
-	return !ok
+	return layer, ok, nil
 }

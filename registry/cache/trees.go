@@ -14,7 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/internal/fsx"
@@ -221,12 +220,8 @@ func (c *Cache) hasTree(hex string) (bool, error) {
 	}
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
-		layer, err := c.home(hex)
-		if err != nil {
+		if _, installed, err := c.homeInstalled(hex); err != nil || !installed {
 			return false, err
-		}
-		if _, ok := c.Layer(digest.NewDigestFromEncoded(digest.SHA256, layer)); !ok {
-			return false, nil
 		}
 	case !fi.IsDir():
 		return false, fmt.Errorf("%w: %s is a %s: run `pylayer doctor --repair`", ErrInvalidCache, c.treeDir(hex), kindOf(fi.Mode()))
