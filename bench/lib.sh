@@ -19,13 +19,14 @@ trap 'exit 130' INT TERM
 now() { date +%s%N; }
 # median: of numbers, one a line. Of an even count, the mean of the middle two, printed as an
 # integer when both are (awk's print would write 1191035.5 as 1.19104e+06, which neither bc nor
-# bash reads: RUNS=2 broke bench/layers.sh).
+# bash reads: RUNS=2 broke bench/layers.sh), with %.0f: mawk's %d stops at 2^31 - 1, and
+# 2147483647 ns is 2.1 s (bench/run.sh's (c) showed pip at 2147.5 ms whatever it took).
 median() {
   sort -n | awk '{ a[NR] = $1 } END {
     if (NR == 0) exit 1
     if (NR % 2) { print a[(NR + 1) / 2]; exit }
     x = a[NR / 2]; y = a[NR / 2 + 1]
-    if (x ~ /^-?[0-9]+$/ && y ~ /^-?[0-9]+$/) printf "%d\n", (x + y) / 2; else printf "%.6f\n", (x + y) / 2
+    if (x ~ /^-?[0-9]+$/ && y ~ /^-?[0-9]+$/) printf "%.0f\n", int((x + y) / 2); else printf "%.6f\n", (x + y) / 2
   }'
 }
 # rmtree DIR: the host cache is read-only by design; make it writable, then remove it.
