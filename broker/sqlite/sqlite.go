@@ -94,7 +94,6 @@ var dialect = &sqlstore.Dialect{
 	CheckWrite:  checkWrite,
 	Prepare:     true,
 	GroupCommit: true,
-	Savepoints:  true,
 	ReadBatches: 2,
 	InList:      `IN (SELECT value FROM json_each(?))`,
 	ListArg: func(keys []string) any {

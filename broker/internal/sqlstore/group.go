@@ -2,19 +2,26 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 )
 
-// Group commit, for a database that takes one writer at a time (SQLite): write
-// transactions wait in this process's queue, not in the database's busy handler (which
-// sleeps up to 100 ms between tries, the tail of every burst), and one leader runs all
-// that are waiting in a single transaction, each in its own savepoint, so a burst of N
-// writes costs a few commits (and syncs) instead of N. A write that fails rolls back to
-// its savepoint and returns its error to its caller alone; a commit that fails returns
-// its error to every write of the batch, none of which happened.
+// Group commit: write transactions wait in this process's queue (for SQLite, which takes
+// one writer at a time, instead of in the database's busy handler, which sleeps up to
+// 100 ms between tries, the tail of every burst), and one leader runs all that are
+// waiting in a single transaction, so a burst of N writes costs a few commits (and syncs)
+// instead of N. If a write fails, or the commit does, the batch is rolled back and each
+// write runs again alone (commitAll): every caller gets the outcome it would have had
+// alone.
+//
+// There are no savepoints. SQLite had each write of a batch in its own (so that a failed
+// one rolled back alone), but measured in bench/broker.sh those two statements per write,
+// and each write's rows inserted one statement at a time, made the batches the part of a
+// POST's time that grew with the burst: without them, a classifying POST's time in the
+// server went from 26 to 15-17 ms (p50), and the POST p99's ratio to the floor from
+// 3.6-4.5x to 2.7-3.3x (medians of 5 rounds, three runs each way, alternated). Failed
+// writes are rare (a request that moved on, in another process), and cost a batch a retry.
 
 // maxBatch bounds the writes one commit carries, so that a long queue still commits
 // (and answers) in steps.
@@ -91,51 +98,14 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 	s.group.batches.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	if !s.d.Savepoints { // even one write: its rows go in as a batch's (batch.go)
-		s.commitAll(ctx, live)
-		return
-	}
-	if len(live) == 1 { // no savepoint needed
-		live[0].done <- s.runTx(ctx, true, live[0].fn)
-		return
-	}
-	errs := make([]error, len(live))
-	err := s.runTx(ctx, true, func(t tx) error {
-		x, err := t.raw() // begun: runTx begins at once
-		if err != nil {
-			return err
-		}
-		for i, p := range live {
-			if _, err := x.ExecContext(ctx, `SAVEPOINT w`); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
-			notes := len(*t.notes)
-			if errs[i] = p.fn(t); errs[i] != nil {
-				if _, err := x.ExecContext(ctx, `ROLLBACK TO SAVEPOINT w`); err != nil {
-					return fmt.Errorf("rolling back to savepoint: %w", err)
-				}
-				*t.notes = (*t.notes)[:notes] // what did not happen is not announced
-			}
-			if _, err := x.ExecContext(ctx, `RELEASE SAVEPOINT w`); err != nil {
-				return fmt.Errorf("releasing savepoint: %w", err)
-			}
-		}
-		return nil
-	})
-	for i, p := range live {
-		if err != nil {
-			p.done <- err
-		} else {
-			p.done <- errs[i]
-		}
-	}
+	s.commitAll(ctx, live)
 }
 
-// commitAll runs the batch in one transaction without savepoints (PostgreSQL: a savepoint
-// is two more round trips per write, the cost group commit saves). If any write fails, or
-// the commit does, nothing of the batch happened: each write is then run again in its own
-// transaction, so every caller gets the outcome it would have had alone. A write may run
-// twice; the store's writes only assign what their closures capture, never accumulate.
+// commitAll runs the batch in one transaction, even a batch of one write, whose rows go in
+// as a batch's (batch.go). If any write fails, or the commit does, nothing of the batch
+// happened: each write is then run again in its own transaction, so every caller gets the
+// outcome it would have had alone. A write may run twice; the store's writes only assign
+// what their closures capture, never accumulate.
 //
 // The batch's inserts of requests, bindings and audit events wait until its writes have
 // run and go in a few multi-row statements (batch.go): a burst of creates costs a handful

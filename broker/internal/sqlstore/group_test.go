@@ -12,14 +12,14 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-func openGrouped(t *testing.T, savepoints bool) *Store {
+func openGrouped(t *testing.T) *Store {
 	t.Helper()
 	dsn := "file:" + filepath.Join(t.TempDir(), "g.db") + "?_txlock=immediate&_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)"
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(context.Background(), db, &Dialect{GroupCommit: true, Savepoints: savepoints, Prepare: true,
+	s, err := New(context.Background(), db, &Dialect{GroupCommit: true, Prepare: true,
 		Migrations: []string{`CREATE TABLE kv (k INTEGER PRIMARY KEY, v TEXT NOT NULL)`}})
 	if err != nil {
 		t.Fatal(err)
@@ -29,17 +29,11 @@ func openGrouped(t *testing.T, savepoints bool) *Store {
 }
 
 // TestGroupCommitIsolatesFailures: writes committed together still succeed or fail one by
-// one. A write that fails after changing a row is rolled back (to its savepoint, or with
-// its batch, which then runs again one write at a time) and its caller alone gets its
-// error; the others' rows are there.
+// one. A write that fails after changing a row is rolled back with its batch, which then
+// runs again one write at a time, and its caller alone gets its error; the others' rows
+// are there.
 func TestGroupCommitIsolatesFailures(t *testing.T) {
-	for _, sp := range []bool{true, false} {
-		t.Run(fmt.Sprintf("savepoints=%v", sp), func(t *testing.T) { testGroupCommitIsolatesFailures(t, sp) })
-	}
-}
-
-func testGroupCommitIsolatesFailures(t *testing.T, savepoints bool) {
-	s := openGrouped(t, savepoints)
+	s := openGrouped(t)
 	ctx := context.Background()
 	const n = 200
 	errs := make([]error, n)
@@ -78,14 +72,14 @@ func testGroupCommitIsolatesFailures(t *testing.T, savepoints bool) {
 	if b := s.group.batches.Load(); b >= n {
 		t.Errorf("%d writes took %d commits: nothing was grouped", n, b)
 	}
-	if r := s.group.retries.Load(); !savepoints && r == 0 {
+	if r := s.group.retries.Load(); r == 0 {
 		t.Error("failed writes in batches, yet no batch ran again one write at a time")
 	}
 }
 
 // TestGroupCommitCancelled: a write whose context ends before its turn is not made.
 func TestGroupCommitCancelled(t *testing.T) {
-	s := openGrouped(t, true)
+	s := openGrouped(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := s.inTx(ctx, func(t tx) error {

@@ -42,10 +42,6 @@ type Dialect struct {
 	// GroupCommit queues this process's write transactions and commits those waiting
 	// together (group.go): fewer commits, syncs and round trips under a burst.
 	GroupCommit bool
-	// Savepoints: a group commit puts each write in its own savepoint (cheap in
-	// process, as in SQLite); without, a failed write makes the batch run again one write
-	// at a time.
-	Savepoints bool
 	// ReadBatches, if not 0, coalesces the point reads of sessions, requests and tokens
 	// (coalesce.go): at most this many queries of a kind run at once, and the reads that
 	// arrive meanwhile go together in the next. InList completes "WHERE key" for a list
@@ -53,10 +49,10 @@ type Dialect struct {
 	ReadBatches int
 	InList      string
 	ListArg     func(keys []string) any
-	// ClassifyMany, if set, applies a group commit batch's classifications (without
-	// savepoints) in one statement (batch.go), with one array parameter per column,
-	// passed as []string and []int64: id, session_id, state, decision, reasons,
-	// isolated, packages, lock_key, digest, error, updated; then the number of requests.
+	// ClassifyMany, if set, applies a group commit batch's classifications in one
+	// statement (batch.go), with one array parameter per column, passed as []string and
+	// []int64: id, session_id, state, decision, reasons, isolated, packages, lock_key,
+	// digest, error, updated; then the number of requests.
 	// It changes only requests classifying in their session, and fails unless it
 	// changed them all: the statement itself, since in a Pipeline nothing can look at
 	// its count before the commit.
@@ -228,7 +224,7 @@ type tx struct {
 	h        *txHandle
 	detached bool
 	notes    *[]string // the changes to announce at commit (notify)
-	// later, in a batch of a group commit without savepoints, holds the rows its writes
+	// later, in a batch of a group commit, holds the rows its writes
 	// append (requests, bindings, audit events), inserted together at its end (batch.go).
 	later *later
 }
