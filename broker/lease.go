@@ -43,7 +43,11 @@ type Leases interface {
 	// an expired lease, and returns it building under l. Concurrent claimers never get
 	// the same request (FOR UPDATE SKIP LOCKED where the database has row locks). Taking
 	// over an expired lease appends a "resume" audit event in the same transaction. ok
-	// is false when nothing is claimable.
+	// is false when nothing is claimable. An approved request (without an upload) whose
+	// lock key another request is building or built under a live lease, isolated or not
+	// alike, is not claimable: that build binds it with the rest of its crowd
+	// (BindApproved) once the layer is published; when that request leaves building or
+	// its lease expires, it is claimable again.
 	ClaimBuild(ctx context.Context, l Lease) (r Request, ok bool, err error)
 	// RenewBuild extends l.Holder's lease on request id to l.Until(); ErrConflict when
 	// l.Holder holds it no more (another claimed it after it expired, or it left

@@ -87,6 +87,40 @@ func testLeaseExpiry(t *testing.T, s broker.Store) {
 	wantClaim(t, s, lease("w3", 0), "")
 }
 
+// testClaimLeavesCrowd: an approved request waiting for the layer another request builds
+// under a live lease (the same lock key, isolated or not alike, no upload) is left to that
+// build's crowd bind, not claimed; it is claimable again once that lease expires or its
+// request is bound.
+func testClaimLeavesCrowd(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	must(t, s.CreateSession(ctx, session("s1", "alice", 0)))
+	must(t, s.CreateSession(ctx, session("s2", "bob", 0)))
+	add := func(id, session, key, decision, upload string, i int) {
+		t.Helper()
+		r := request(id, session, broker.StateApproved, i)
+		r.LockKey, r.Decision, r.Upload = key, decision, upload
+		must(t, s.CreateRequest(ctx, r))
+	}
+	add("first", "s1", "k1", "auto-approved", "", 0)
+	add("same", "s2", "k1", "human-approved", "", 1)
+	add("other", "s1", "k2", "auto-approved", "", 2)
+	add("iso", "s2", "k1", broker.DecisionApprovedIsolated, "", 3)
+	add("upload", "s1", "k1", "auto-approved", "w-1.0-py3-none-any.whl", 4)
+	add("nokey", "s2", "", "auto-approved", "", 5)
+
+	wantClaim(t, s, lease("w1", 0), "first")
+	for _, want := range []string{"other", "iso", "upload", "nokey", ""} { // not "same"
+		wantClaim(t, s, lease("w2", 1), want)
+	}
+	// first's lease expires: first is claimed again (the oldest), and "same" is left to it again.
+	wantClaim(t, s, lease("w3", 31), "first")
+	wantClaim(t, s, lease("w3", 31), "")
+	// first is bound: nothing builds k1 any more, and "same" is claimable.
+	b := broker.Binding{SessionID: "s1", Kind: broker.KindExt, Digest: "sha256:0b", Ref: "r@sha256:0b", RequestID: "first", Created: T0}
+	must(t, s.BindBuild(ctx, lease("w3", 32), b, "k1", event("bound", "s1", "first")))
+	wantClaim(t, s, lease("w3", 32), "same")
+}
+
 // testLeaseRenew: a renewed lease is not claimable until its new expiry.
 func testLeaseRenew(t *testing.T, s broker.Store) {
 	ctx := context.Background()

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 		{"PruneAudit", testPruneAudit},
 		{"ClaimBuild", testClaimBuild},
 		{"ClaimBuildConcurrent", testClaimBuildConcurrent},
+		{"ClaimLeavesCrowd", testClaimLeavesCrowd},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"LeaseRenew", testLeaseRenew},
 		{"LeaseFinish", testLeaseFinish},
