@@ -75,13 +75,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, t Token) 
 		b.Base, b.BaseLock = base, lockBytes
 	}
 	se := Session{ID: newID("ses_"), Owner: owner, Created: s.o.Now().UTC(), Interpreter: b.Interpreter, Base: b.Base, BaseLock: b.BaseLock}
-	if err := s.o.Store.CreateSession(r.Context(), se, s.event(t, AuditEvent{Action: "session.create", SessionID: se.ID, Detail: "owner=" + owner})); err != nil {
-		s.storeError(w, r, err)
-		return
-	}
 	secret, hash := NewToken()
-	if err := s.o.Store.PutToken(r.Context(), Token{Hash: hash, Role: RoleAgent, Subject: se.ID, Created: se.Created}); err != nil {
-		s.internal(w, r, err)
+	// The session and its agent token in one transaction: a crash or a failed write
+	// leaves both or neither, never a session nobody was given a token for.
+	if err := s.o.Store.CreateSessionToken(r.Context(), se, Token{Hash: hash, Role: RoleAgent, Subject: se.ID, Created: se.Created},
+		s.event(t, AuditEvent{Action: "session.create", SessionID: se.ID, Detail: "owner=" + owner})); err != nil {
+		s.storeError(w, r, err)
 		return
 	}
 	w.Header().Set("Location", "/v1/sessions/"+se.ID+"/env")

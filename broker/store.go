@@ -225,6 +225,10 @@ type PublishedLayer struct {
 type Store interface {
 	// CreateSession adds s and appends audit; ErrConflict if its ID exists.
 	CreateSession(ctx context.Context, s Session, audit ...AuditEvent) error
+	// CreateSessionToken adds s and its agent token tok (role agent, subject s.ID) and
+	// appends audit, in one transaction: neither is stored without the other.
+	// ErrConflict if the session's ID or the token's hash exists.
+	CreateSessionToken(ctx context.Context, s Session, tok Token, audit ...AuditEvent) error
 	GetSession(ctx context.Context, id string) (Session, error)
 	// ListSessions returns the sessions of owner, or all of them for "".
 	ListSessions(ctx context.Context, owner string) ([]Session, error)

@@ -31,6 +31,7 @@ func Run(t *testing.T, newStore func() broker.Store) {
 	}{
 		{"Sessions", testSessions},
 		{"Tokens", testTokens},
+		{"CreateSessionToken", testCreateSessionToken},
 		{"Requests", testRequests},
 		{"UpdateRequest", testUpdateRequest},
 		{"UpdateRequestConcurrent", testUpdateRequestConcurrent},
@@ -169,6 +170,48 @@ func testTokens(t *testing.T, s broker.Store) {
 	} {
 		wantErr(t, fmt.Sprintf("PutToken(%+v)", bad), s.PutToken(ctx, bad), broker.ErrInvalid)
 	}
+}
+
+// testCreateSessionToken: a session and its agent token are stored together, with the
+// audit event, or not at all.
+func testCreateSessionToken(t *testing.T, s broker.Store) {
+	ctx := context.Background()
+	se := session("s1", "alice", 0)
+	tok := broker.Token{Hash: "h1", Role: broker.RoleAgent, Subject: "s1", Created: T0}
+	must(t, s.CreateSessionToken(ctx, se, tok, event("session.create", "s1", "")))
+	got, err := s.GetToken(ctx, "h1")
+	must(t, err)
+	same(t, "GetToken", got, tok)
+	gotSe, err := s.GetSession(ctx, "s1")
+	must(t, err)
+	same(t, "GetSession owner", gotSe.Owner, "alice")
+	if l, _ := s.AuditLog(ctx, "s1"); len(l) != 1 || l[0].Action != "session.create" {
+		t.Errorf("audit: %+v, want one session.create", l)
+	}
+
+	// The token's hash exists: the session is not created either.
+	wantErr(t, "token hash taken", s.CreateSessionToken(ctx, session("s2", "bob", 1),
+		broker.Token{Hash: "h1", Role: broker.RoleAgent, Subject: "s2", Created: T0}, event("session.create", "s2", "")), broker.ErrConflict)
+	_, err = s.GetSession(ctx, "s2")
+	wantErr(t, "session of a refused token", err, broker.ErrNotFound)
+	if l, _ := s.AuditLog(ctx, "s2"); len(l) != 0 {
+		t.Errorf("audit of a refused session: %+v", l)
+	}
+	// The session exists: its new token is not stored.
+	wantErr(t, "session taken", s.CreateSessionToken(ctx, session("s1", "bob", 1),
+		broker.Token{Hash: "h2", Role: broker.RoleAgent, Subject: "s1", Created: T0}), broker.ErrConflict)
+	_, err = s.GetToken(ctx, "h2")
+	wantErr(t, "token of a refused session", err, broker.ErrNotFound)
+	// Only the session's own agent token.
+	for _, bad := range []broker.Token{
+		{Hash: "h3", Role: broker.RoleOwner, Subject: "s3"},
+		{Hash: "h3", Role: broker.RoleAgent, Subject: "s1"},
+		{Hash: "", Role: broker.RoleAgent, Subject: "s3"},
+	} {
+		wantErr(t, fmt.Sprintf("token %+v", bad), s.CreateSessionToken(ctx, session("s3", "carol", 2), bad), broker.ErrInvalid)
+	}
+	_, err = s.GetSession(ctx, "s3")
+	wantErr(t, "session of an invalid token", err, broker.ErrNotFound)
 }
 
 func testRequests(t *testing.T, s broker.Store) {

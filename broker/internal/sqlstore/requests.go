@@ -199,15 +199,9 @@ func (t tx) createRequest(ctx context.Context, r *broker.Request) error {
 	if err := t.sessionExists(ctx, r.SessionID); err != nil {
 		return fmt.Errorf("creating request %q: %w", r.ID, err)
 	}
-	res, err := t.exec(ctx, `INSERT INTO requests (`+requestCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, args...)
-	if err != nil {
-		return fmt.Errorf("creating request %q: %w", r.ID, err)
-	}
-	if ok, err := inserted(res); err != nil {
-		return fmt.Errorf("creating request %q: %w", r.ID, err)
-	} else if !ok {
-		return fmt.Errorf("creating request %q: %w: it exists", r.ID, broker.ErrConflict)
+	if err := t.insertNew(ctx, fmt.Sprintf("creating request %q", r.ID), "it exists", `INSERT INTO requests (`+requestCols+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, args...); err != nil {
+		return err
 	}
 	return t.notify(ctx, r.ID, r.State)
 }

@@ -456,25 +456,74 @@ func inserted(res sql.Result) (bool, error) {
 
 // CreateSession implements broker.Store.
 func (s *Store) CreateSession(ctx context.Context, se broker.Session, audit ...broker.AuditEvent) error {
+	return s.insertAudited(ctx, checkSession(se), func(t tx) error { return t.insertSession(ctx, se) }, audit)
+}
+
+// insertAudited runs insert and appends audit in one transaction, unless invalid (the
+// check of what is inserted) is an error.
+func (s *Store) insertAudited(ctx context.Context, invalid error, insert func(tx) error, audit []broker.AuditEvent) error {
+	if invalid != nil {
+		return invalid
+	}
+	return s.inTx(ctx, func(t tx) error {
+		if err := insert(t); err != nil {
+			return err
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
+// CreateSessionToken implements broker.Store.
+func (s *Store) CreateSessionToken(ctx context.Context, se broker.Session, tok broker.Token, audit ...broker.AuditEvent) error {
+	if err := checkSession(se); err != nil {
+		return err
+	}
+	if err := checkToken(tok); err != nil {
+		return err
+	}
+	if tok.Role != broker.RoleAgent || tok.Subject != se.ID {
+		return fmt.Errorf("creating session %q: %w: its token is a %s token for %q, want an agent token for the session", se.ID, broker.ErrInvalid, tok.Role, tok.Subject)
+	}
+	return s.inTx(ctx, func(t tx) error {
+		if err := t.insertSession(ctx, se); err != nil {
+			return err
+		}
+		if err := t.insertToken(ctx, tok); err != nil {
+			return fmt.Errorf("creating session %q: %w", se.ID, err)
+		}
+		return t.audit(ctx, audit...)
+	})
+}
+
+func checkSession(se broker.Session) error {
 	if se.ID == "" || se.Owner == "" {
 		return fmt.Errorf("creating session: %w: ID and Owner are required", broker.ErrInvalid)
 	}
 	if !plainKey(se.ID) {
 		return fmt.Errorf("creating session %q: %w: the ID must be UTF-8 without NUL", se.ID, broker.ErrInvalid)
 	}
-	return s.inTx(ctx, func(t tx) error {
-		res, err := t.exec(ctx, `INSERT INTO sessions (id, owner, created, interpreter, base, base_lock)
-			VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, se.ID, se.Owner, nanos(se.Created), se.Interpreter, se.Base, se.BaseLock)
-		if err != nil {
-			return fmt.Errorf("creating session %q: %w", se.ID, err)
-		}
-		if ok, err := inserted(res); err != nil {
-			return fmt.Errorf("creating session %q: %w", se.ID, err)
-		} else if !ok {
-			return fmt.Errorf("creating session %q: %w: it exists", se.ID, broker.ErrConflict)
-		}
-		return t.audit(ctx, audit...)
-	})
+	return nil
+}
+
+func (t tx) insertSession(ctx context.Context, se broker.Session) error {
+	return t.insertNew(ctx, fmt.Sprintf("creating session %q", se.ID), "it exists", `INSERT INTO sessions
+		(id, owner, created, interpreter, base, base_lock) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		se.ID, se.Owner, nanos(se.Created), se.Interpreter, se.Base, se.BaseLock)
+}
+
+// insertNew runs query, an INSERT ... ON CONFLICT DO NOTHING of one row: ErrConflict
+// (saying exists) when the row was there already. Errors begin with what.
+func (t tx) insertNew(ctx context.Context, what, exists, query string, args ...any) error {
+	res, err := t.exec(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if ok, err := inserted(res); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	} else if !ok {
+		return fmt.Errorf("%s: %w: %s", what, broker.ErrConflict, exists)
+	}
+	return nil
 }
 
 const sessionCols = `id, owner, created, interpreter, base, base_lock, version`
@@ -542,6 +591,10 @@ func (t tx) setBase(ctx context.Context, id, interpreter, base string, baseLock 
 
 // PutToken implements broker.Store.
 func (s *Store) PutToken(ctx context.Context, tok broker.Token, audit ...broker.AuditEvent) error {
+	return s.insertAudited(ctx, checkToken(tok), func(t tx) error { return t.insertToken(ctx, tok) }, audit)
+}
+
+func checkToken(tok broker.Token) error {
 	switch tok.Role {
 	case broker.RoleAdmin, broker.RoleOwner, broker.RoleAgent:
 	default:
@@ -553,19 +606,12 @@ func (s *Store) PutToken(ctx context.Context, tok broker.Token, audit ...broker.
 	if !plainKey(tok.Hash) {
 		return fmt.Errorf("storing token: %w: the hash must be UTF-8 without NUL", broker.ErrInvalid)
 	}
-	return s.inTx(ctx, func(t tx) error {
-		res, err := t.exec(ctx, `INSERT INTO tokens (hash, role, subject, created) VALUES (?, ?, ?, ?)
-			ON CONFLICT DO NOTHING`, tok.Hash, tok.Role, tok.Subject, nanos(tok.Created))
-		if err != nil {
-			return fmt.Errorf("storing token: %w", err)
-		}
-		if ok, err := inserted(res); err != nil {
-			return fmt.Errorf("storing token: %w", err)
-		} else if !ok {
-			return fmt.Errorf("storing token: %w: the hash exists", broker.ErrConflict)
-		}
-		return t.audit(ctx, audit...)
-	})
+	return nil
+}
+
+func (t tx) insertToken(ctx context.Context, tok broker.Token) error {
+	return t.insertNew(ctx, "storing token", "the hash exists", `INSERT INTO tokens (hash, role, subject, created)
+		VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, tok.Hash, tok.Role, tok.Subject, nanos(tok.Created))
 }
 
 // GetToken implements broker.Store.
