@@ -125,8 +125,11 @@ func (c *Cache) Doctor(ctx context.Context, repair bool) (DoctorReport, error) {
 	}
 	for _, l := range badLayers {
 		ok, err := c.removeLayer(ctx, l, treesOf[l], func(t string) string {
+			if badTree[t] {
+				return ""
+			}
 			for _, u := range users[t] {
-				if !bad[u] && !badTree[t] {
+				if !bad[u] {
 					return u // a sound layer that uses it
 				}
 			}

@@ -448,12 +448,6 @@ func (t tx) sessionExists(ctx context.Context, id string) error {
 	return nil
 }
 
-// inserted reports whether an INSERT ... ON CONFLICT DO NOTHING added its row.
-func inserted(res sql.Result) (bool, error) {
-	n, err := res.RowsAffected()
-	return n == 1, err
-}
-
 // CreateSession implements broker.Store.
 func (s *Store) CreateSession(ctx context.Context, se broker.Session, audit ...broker.AuditEvent) error {
 	return s.insertAudited(ctx, checkSession(se), func(t tx) error { return t.insertSession(ctx, se) }, audit)
@@ -475,6 +469,19 @@ func (s *Store) insertAudited(ctx context.Context, invalid error, insert func(tx
 
 // CreateSessionToken implements broker.Store.
 func (s *Store) CreateSessionToken(ctx context.Context, se broker.Session, tok broker.Token, audit ...broker.AuditEvent) error {
+	return s.insertAudited(ctx, checkSessionToken(se, tok), func(t tx) error {
+		if err := t.insertSession(ctx, se); err != nil {
+			return err
+		}
+		if err := t.insertToken(ctx, tok); err != nil {
+			return fmt.Errorf("creating session %q: %w", se.ID, err)
+		}
+		return nil
+	}, audit)
+}
+
+// checkSessionToken checks a session and its agent token.
+func checkSessionToken(se broker.Session, tok broker.Token) error {
 	if err := checkSession(se); err != nil {
 		return err
 	}
@@ -484,15 +491,7 @@ func (s *Store) CreateSessionToken(ctx context.Context, se broker.Session, tok b
 	if tok.Role != broker.RoleAgent || tok.Subject != se.ID {
 		return fmt.Errorf("creating session %q: %w: its token is a %s token for %q, want an agent token for the session", se.ID, broker.ErrInvalid, tok.Role, tok.Subject)
 	}
-	return s.inTx(ctx, func(t tx) error {
-		if err := t.insertSession(ctx, se); err != nil {
-			return err
-		}
-		if err := t.insertToken(ctx, tok); err != nil {
-			return fmt.Errorf("creating session %q: %w", se.ID, err)
-		}
-		return t.audit(ctx, audit...)
-	})
+	return nil
 }
 
 func checkSession(se broker.Session) error {
@@ -518,9 +517,9 @@ func (t tx) insertNew(ctx context.Context, what, exists, query string, args ...a
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if ok, err := inserted(res); err != nil {
+	if n, err := res.RowsAffected(); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
-	} else if !ok {
+	} else if n != 1 {
 		return fmt.Errorf("%s: %w: %s", what, broker.ErrConflict, exists)
 	}
 	return nil
