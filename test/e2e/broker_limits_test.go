@@ -27,14 +27,13 @@ func TestBrokerSlowClients(t *testing.T) {
 		"--read-header-timeout", "1s", "--read-timeout", "2s", "--idle-timeout", "1s", "--max-conns", "20",
 		"--max-header-bytes", "4096"))
 	addr := strings.TrimPrefix(url, "http://")
-	dialTo := func(addr string) net.Conn {
+	dial := func(addr string) net.Conn {
 		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	dial := func() net.Conn { return dialTo(addr) }
 	// closedWithin reports whether the server closes c within limit (reads until EOF).
 	closedWithin := func(c net.Conn, limit time.Duration) bool {
 		c.SetReadDeadline(time.Now().Add(limit))
@@ -48,7 +47,7 @@ func TestBrokerSlowClients(t *testing.T) {
 	}
 
 	t.Run("a trickled body is cut off", func(t *testing.T) {
-		c := dial()
+		c := dial(addr)
 		defer c.Close()
 		c.Write([]byte("POST /v1/sessions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer pyl_x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"))
 		stop := make(chan struct{})
@@ -72,7 +71,7 @@ func TestBrokerSlowClients(t *testing.T) {
 	t.Run("idle connections are closed", func(t *testing.T) {
 		var cs []net.Conn
 		for i := 0; i < 10; i++ {
-			cs = append(cs, dial())
+			cs = append(cs, dial(addr))
 		}
 		for i, c := range cs {
 			if !closedWithin(c, 30*time.Second) {
@@ -82,7 +81,7 @@ func TestBrokerSlowClients(t *testing.T) {
 		}
 	})
 	t.Run("oversized headers are refused", func(t *testing.T) {
-		c := dial()
+		c := dial(addr)
 		defer c.Close()
 		c.SetDeadline(time.Now().Add(30 * time.Second))
 		c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 64<<10) + "\r\n\r\n"))
@@ -105,11 +104,11 @@ func TestBrokerSlowClients(t *testing.T) {
 		addr := strings.TrimPrefix(url, "http://")
 		var held []net.Conn
 		for i := 0; i < 20; i++ {
-			c := dialTo(addr)
+			c := dial(addr)
 			c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n")) // headers never finished
 			held = append(held, c)
 		}
-		extra := dialTo(addr)
+		extra := dial(addr)
 		extra.SetDeadline(time.Now().Add(30 * time.Second))
 		extra.Write([]byte("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
 		resp, err := http.ReadResponse(bufio.NewReader(extra), nil)
