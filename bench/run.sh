@@ -3,6 +3,9 @@
 # all measured in this run on this machine (see bench/README.md):
 #   (a) session overhead: `pylayer run --layer REPO@DIGEST -- python3 -c pass` (warm cache,
 #       bwrap sandbox, degraded mode on Debian's python3.11) vs bare `/usr/bin/python3.11 -c pass`;
+#       beside it, the floors it is made of: bwrap alone with a minimal argv and the same
+#       interpreter, and that with prlimit(1) as its first program, as a session has
+#       (sandbox.Prlimit), so that pylayer's own part is the difference to the last;
 #   (b) first import of docx + openpyxl in a fresh session vs a bare host import of the
 #       same files (PYTHONPATH=<layer root>/site-packages), both with PYTHONDONTWRITEBYTECODE=1
 #       and PYTHONNOUSERSITE=1 as in the sandbox, both using the .pyc files compiled at
@@ -14,6 +17,8 @@
 #       pylayer ran it before (sandbox's BenchmarkSessionHardening), alternating in one run;
 #   (e) start-up: `pylayer --version` vs starting /bin/true, and GODEBUG=inittrace=1's count
 #       and total of package inits (before: 334 inits, 7.3 ms, with cosign's library linked);
+#       beside them a static Go program that prints a line (the Go runtime's own start, the
+#       floor of any Go front end on this machine);
 #   (f) the curated base (numpy, matplotlib, Pillow, reportlab, pypdf, markdown, the office
 #       set; go run ./test/cmd/mkindex -curated) on the Debian python3.11 interpreter artifact
 #       (stdlib .pyc compiled at publish): `import numpy, matplotlib.pyplot, PIL, docx,
@@ -73,10 +78,21 @@ ls "$sp"/docx/__pycache__/*.cpython-311.pyc >/dev/null 2>&1 || die "the layer ha
 session() { bin/pylayer run --layer "$ref" -- python3 -c "$1"; }
 base_session() { "$BASE" run --layer "$ref" -- python3 -c "$1"; }
 bare() { env -i PATH=/usr/bin:/bin HOME="$work" PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 ${2:+PYTHONPATH=$2} "$PY" -c "$1"; }
+# The floors of (a): bwrap with a minimal argv (the issue's "bwrap alone"), and the same with
+# the session's first program, prlimit(1) with a session's default limits, before Python.
+minbwrap() {
+  env -i PATH=/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 bwrap --unshare-all --die-with-parent \
+    --ro-bind /usr /usr --symlink usr/bin /bin --symlink usr/lib /lib --symlink usr/lib64 /lib64 \
+    --proc /proc --dev /dev --tmpfs /tmp -- "$@"
+}
+bwrap_alone() { minbwrap "$PY" -c "$1"; }
+bwrap_prlimit() { minbwrap /usr/bin/prlimit --nproc=512 --as=2147483648 --nofile=1024 --fsize=1073741824 --core=0 -- "$PY" -c "$1"; }
 # Both must work, from the expected files, before anything is timed.
 session 'import docx, sys; assert docx.__file__.startswith("/opt/pylayer/layers/"), docx.__file__' 2>/dev/null \
   || die "a session cannot import docx from the layer"
 bare "import docx; assert docx.__file__.startswith('$sp'), docx.__file__" "$sp" || die "the bare import does not use the layer's files"
+bwrap_prlimit 'import resource; assert resource.getrlimit(resource.RLIMIT_NPROC)[0] == 512' 2>>"$work/errors.log" ||
+  die "bwrap with a minimal argv cannot run $PY under prlimit (see $work/errors.log)"
 venv_import() {
   local d; d=$(mktemp -d "$work/venv.XXXXXX")
   "$PY" -m venv "$d" &&
@@ -98,6 +114,7 @@ for i in $(seq "$RUNS"); do
     timed "$work/a.bare" bare pass; timed "$work/a.session" session pass
     timed "$work/b.bare" bare "$IMPORT" "$sp"; timed "$work/b.session" session "$IMPORT"
   fi
+  timed "$work/a.bwrap" bwrap_alone pass; timed "$work/a.prlimit" bwrap_prlimit pass
   [[ -z $BASE ]] || timed "$work/a.base" base_session pass
   timed "$work/c.venv" venv_import
 done
@@ -120,6 +137,13 @@ bare side: env -i PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 [PYTHONPATH=<laye
 | (a) python3 -c pass                       | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$over") | <= 15 ms $(verdict "$over" 15.0000001 "<") |
 | (b) import docx, openpyxl (fresh session) | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$b_b")") | $(printf '%7sx of bare' "$rb") | <= 1.20x $(verdict "$rb" 1.2000001 "<") |
 | (c) venv + pip install + import           | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$c_v")") | $(printf '%7sx faster ' "$rc") | >= 15x   $(verdict "$rc" 15 ">=") |
+EOF
+a_w=$(m a.bwrap) a_p=$(m a.prlimit)
+diff_ms() { awk -v s="$1" -v b="$2" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }'; }
+cat <<EOF
+| (a) floor: bwrap alone, minimal argv      | $(printf '%8s ms' "$(ms "$a_w")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$(diff_ms "$a_w" "$a_b")") | (floor)         |
+| (a) floor: bwrap + prlimit, as a session  | $(printf '%8s ms' "$(ms "$a_p")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$(diff_ms "$a_p" "$a_b")") | (floor)         |
+| (a) the rest: pylayer and its mounts     | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_p")") | $(printf '%7s ms more ' "$(diff_ms "$a_s" "$a_p")") | (what is ours)  |
 EOF
 if [[ -n $BASE ]]; then
   a_x=$(m a.base)
@@ -144,10 +168,15 @@ EOF
 # both spawned by one small timer (a shell's date calls would cost more than what is timed),
 # and the package initialisation GODEBUG=inittrace=1 reports before main.
 echo "measuring start-up (pylayer --version, /bin/true) ..." >&2
-read -r v_med v_floor v_base < <(python3 - "$((RUNS * 20))" bin/pylayer "$BASE" <<'PY'
+# The Go floor: a static Go program that prints one line, built here by the same toolchain.
+mkdir -p "$work/gofloor"
+printf 'module gofloor\n\ngo 1.26\n' >"$work/gofloor/go.mod"
+printf 'package main\n\nimport "os"\n\nfunc main() { os.Stdout.WriteString("gofloor\\n") }\n' >"$work/gofloor/main.go"
+(cd "$work/gofloor" && CGO_ENABLED=0 go build -trimpath -o gofloor .) 2>>"$work/errors.log" || die "building the Go floor failed (see $work/errors.log)"
+read -r v_med v_floor v_go v_base < <(python3 - "$((RUNS * 20))" bin/pylayer "$work/gofloor/gofloor" "$BASE" <<'PY'
 import statistics, subprocess, sys, time
-n, exe, base = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-cmds = [[exe, "--version"], ["/bin/true"]] + ([[base, "--version"]] if base else [])
+n, exe, gofloor, base = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+cmds = [[exe, "--version"], ["/bin/true"], [gofloor]] + ([[base, "--version"]] if base else [])
 ts = [[] for _ in cmds]
 for c in cmds:
     for _ in range(20): subprocess.run(c, stdout=subprocess.DEVNULL, check=True)
@@ -162,6 +191,8 @@ inittrace() { GODEBUG=inittrace=1 "$1" --version 2>&1 >/dev/null | awk '/^init /
 inits=$(inittrace bin/pylayer)
 cat <<EOF
 | (e) pylayer --version (/bin/true as peer) | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%-15s' "$inits") | < 3 ms   $(verdict "$(ms "$v_med")" 3 "<") |
+| (e) floor: a static Go program that prints| $(printf '%8s ms' "$(ms "$v_go")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%7s ms more ' "$(diff_ms "$v_go" "$v_floor")") | (floor)         |
+| (e) pylayer's own: --version over Go's    | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_go")") | $(printf '%7s ms more ' "$(diff_ms "$v_med" "$v_go")") | (what is ours)  |
 EOF
 if [[ -n $BASE ]]; then
   printf '| (e) BASE --version                        | %8s ms | %6s ms | %-15s | (before)        |\n' "$(ms "$v_base")" "$(ms "$v_floor")" "$(inittrace "$BASE")"
