@@ -11,7 +11,7 @@ import (
 // (bench/broker.sh's burst), without the network: its CPU and allocations per call.
 func BenchmarkAgentCalls(b *testing.B) {
 	e := newEnv(b, nil)
-	call := func(method, path, body string, want int) {
+	call := func(b *testing.B, method, path, body string, want int) { // b: the (sub-)benchmark calling
 		req := httptest.NewRequest(method, path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+e.agentA)
 		if body != "" {
@@ -23,17 +23,17 @@ func BenchmarkAgentCalls(b *testing.B) {
 			b.Fatalf("%s %s: %d %s, want %d", method, path, rec.Code, rec.Body, want)
 		}
 	}
-	call("POST", "/v1/sessions/"+e.sesA+"/requests", `{"packages": ["foo==1.0"]}`, http.StatusCreated)
+	call(b, "POST", "/v1/sessions/"+e.sesA+"/requests", `{"packages": ["foo==1.0"]}`, http.StatusCreated)
 	b.Run("env", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			call("GET", "/v1/sessions/"+e.sesA+"/env", "", http.StatusOK)
+			call(b, "GET", "/v1/sessions/"+e.sesA+"/env", "", http.StatusOK)
 		}
 	})
 	b.Run("request", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			call("POST", "/v1/sessions/"+e.sesA+"/requests", `{"packages": ["foo==1.0"]}`, http.StatusCreated)
+			call(b, "POST", "/v1/sessions/"+e.sesA+"/requests", `{"packages": ["foo==1.0"]}`, http.StatusCreated)
 		}
 	})
 }
