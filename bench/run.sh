@@ -50,6 +50,7 @@ $PY -c 'import ensurepip, venv' 2>/dev/null || die "$PY has no venv/ensurepip: a
 work=$PWD/.bench/run
 rmtree "$work"; mkdir -p "$work"
 ms() { awk -v n="$1" 'BEGIN { printf "%.1f", n / 1e6 }'; }
+diff_ms() { awk -v s="$1" -v b="$2" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }'; } # diff_ms NS NS0: ms more, signed
 # timed FILE CMD...: run CMD (quiet; any failure aborts the bench), append its ns to FILE.
 timed() {
   local f=$1 t0 t1; shift
@@ -123,7 +124,7 @@ m() { median <"$work/$1"; }
 a_s=$(m a.session) a_b=$(m a.bare) b_s=$(m b.session) b_b=$(m b.bare) c_v=$(m c.venv)
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.2f", x / y }'; }
 verdict() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN { ok = (op == "<" ? v < g : v >= g); print (ok ? "ok" : "MISSED") }'; }
-over=$(awk -v s="$a_s" -v b="$a_b" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }')
+over=$(diff_ms "$a_s" "$a_b")
 rb=$(ratio "$b_s" "$b_b") rc=$(ratio "$c_v" "$b_s")
 
 cat <<EOF
@@ -139,16 +140,15 @@ bare side: env -i PYTHONDONTWRITEBYTECODE=1 PYTHONNOUSERSITE=1 [PYTHONPATH=<laye
 | (c) venv + pip install + import           | $(printf '%8s ms' "$(ms "$b_s")") | $(printf '%6s ms' "$(ms "$c_v")") | $(printf '%7sx faster ' "$rc") | >= 15x   $(verdict "$rc" 15 ">=") |
 EOF
 a_w=$(m a.bwrap) a_p=$(m a.prlimit)
-diff_ms() { awk -v s="$1" -v b="$2" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }'; }
 cat <<EOF
 | (a) floor: bwrap alone, minimal argv      | $(printf '%8s ms' "$(ms "$a_w")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$(diff_ms "$a_w" "$a_b")") | (floor)         |
 | (a) floor: bwrap + prlimit, as a session  | $(printf '%8s ms' "$(ms "$a_p")") | $(printf '%6s ms' "$(ms "$a_b")") | $(printf '%7s ms more ' "$(diff_ms "$a_p" "$a_b")") | (floor)         |
-| (a) the rest: pylayer and its mounts     | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_p")") | $(printf '%7s ms more ' "$(diff_ms "$a_s" "$a_p")") | (what is ours)  |
+| (a) the rest: pylayer and its mounts      | $(printf '%8s ms' "$(ms "$a_s")") | $(printf '%6s ms' "$(ms "$a_p")") | $(printf '%7s ms more ' "$(diff_ms "$a_s" "$a_p")") | (what is ours)  |
 EOF
 if [[ -n $BASE ]]; then
   a_x=$(m a.base)
   printf '| (a) BASE python3 -c pass                  | %8s ms | %6s ms | %7s ms more  | (before)        |\n' "$(ms "$a_x")" "$(ms "$a_b")" \
-    "$(awk -v s="$a_x" -v b="$a_b" 'BEGIN { printf "%+.1f", (s - b) / 1e6 }')"
+    "$(diff_ms "$a_x" "$a_b")"
 fi
 
 # --- (d) what hardening costs: the same session hardened and as before, alternating, in the
@@ -191,7 +191,7 @@ inittrace() { GODEBUG=inittrace=1 "$1" --version 2>&1 >/dev/null | awk '/^init /
 inits=$(inittrace bin/pylayer)
 cat <<EOF
 | (e) pylayer --version (/bin/true as peer) | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%-15s' "$inits") | < 3 ms   $(verdict "$(ms "$v_med")" 3 "<") |
-| (e) floor: a static Go program that prints| $(printf '%8s ms' "$(ms "$v_go")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%7s ms more ' "$(diff_ms "$v_go" "$v_floor")") | (floor)         |
+| (e) floor: a static Go hello-world        | $(printf '%8s ms' "$(ms "$v_go")") | $(printf '%6s ms' "$(ms "$v_floor")") | $(printf '%7s ms more ' "$(diff_ms "$v_go" "$v_floor")") | (floor)         |
 | (e) pylayer's own: --version over Go's    | $(printf '%8s ms' "$(ms "$v_med")") | $(printf '%6s ms' "$(ms "$v_go")") | $(printf '%7s ms more ' "$(diff_ms "$v_med" "$v_go")") | (what is ours)  |
 EOF
 if [[ -n $BASE ]]; then
