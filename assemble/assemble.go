@@ -8,7 +8,7 @@ import (
 	"github.com/opencontainers/go-digest"
 
 	"github.com/pylayer/pylayer/layers/lock"
-	"github.com/pylayer/pylayer/oci/interp"
+	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"
@@ -43,9 +43,8 @@ type Layer struct {
 	Kind   lock.Kind
 	Digest digest.Digest
 
-	config  []byte         // the lock, or the interpreter config: what Check reads
-	lock    *lock.Lock     // config parsed, when the registry parsed it already (a layer)
-	interp  *interp.Config // config parsed, when the registry parsed it already (an interpreter)
+	fit     *lock.Fit      // what Check reads of a layer's lock
+	target  *target.Target // what Check reads of an interpreter's config
 	release func()
 }
 
@@ -77,8 +76,8 @@ func Ensure(ctx context.Context, o Options, ref string) (*Layer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, config: u.Config,
-		lock: u.Lock, interp: u.Interpreter, release: release}, nil
+	return &Layer{Ref: ref, Root: u.Root, Kind: lock.Kind(u.Kind), Digest: u.Digest, fit: u.Fit,
+		target: u.Target, release: release}, nil
 }
 
 // Release lets gc collect the layer again (once no other use holds it). It is safe to call

@@ -1,46 +1,37 @@
 package assemble
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
-	"github.com/pylayer/pylayer/oci/interp"
 )
 
-// Check decides with lock.CheckStack, from the configs the cache keeps, whether layers (in
-// mount order) fit the interpreter python and each other: each layer locked for the
-// interpreter's Python, ABI and platform, every ext layer with its base. A nil python
-// (degraded mode) checks the bases only. A refusal wraps lock.ErrIncompatible
-// (*lock.IncompatibleError) and names the references on both sides.
+// Check decides with lock.CheckFits, from what the cache derived of each artifact's config
+// (local.Use), whether layers (in mount order) fit the interpreter python and each other:
+// each layer locked for the interpreter's Python, ABI and platform, every ext layer with
+// its base. A nil python (degraded mode) checks the bases only. A refusal wraps
+// lock.ErrIncompatible (*lock.IncompatibleError) and names the references on both sides.
 func Check(python *Layer, layers []*Layer) error {
 	var py *target.Target
 	var name string
 	if python != nil {
-		c := python.interp
-		if c == nil {
-			pc, err := interp.ParseConfig(python.config)
-			if err != nil {
-				return fmt.Errorf("--python %s: %w", python.Ref, err)
-			}
-			c = &pc
+		if python.target == nil {
+			return fmt.Errorf("--python %s: %w", python.Ref, errNotChecked)
 		}
-		t, err := c.Target()
-		if err != nil {
-			return fmt.Errorf("--python %s: %w", python.Ref, err)
-		}
-		py, name = &t, python.Ref
+		py, name = python.target, python.Ref
 	}
-	stack := make([]lock.Named, 0, len(layers))
+	stack := make([]lock.NamedFit, 0, len(layers))
 	for _, l := range layers {
-		lk := l.lock
-		if lk == nil {
-			var err error
-			if lk, err = lock.Parse(l.config); err != nil {
-				return fmt.Errorf("--layer %s: %w", l.Ref, err)
-			}
+		if l.fit == nil {
+			return fmt.Errorf("--layer %s: %w", l.Ref, errNotChecked)
 		}
-		stack = append(stack, lock.Named{Name: l.Ref, Lock: lk})
+		stack = append(stack, lock.NamedFit{Name: l.Ref, Fit: *l.fit})
 	}
-	return lock.CheckStack(py, name, stack)
+	return lock.CheckFits(py, name, stack)
 }
+
+// errNotChecked: a Layer that Ensure did not make (or an interpreter given as a layer,
+// or the reverse), so there is nothing checked to decide from.
+var errNotChecked = errors.New("not an artifact of its kind checked in the host cache")

@@ -196,7 +196,7 @@ func TestEnsureRechecksPolicy(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		release()
-		if u.Digest != s.ref.Digest || u.Kind != "base" || u.Manifest == nil {
+		if u.Digest != s.ref.Digest || u.Kind != "base" || u.Fit == nil || u.Fit.Kind != "base" || u.Target != nil {
 			t.Errorf("%s: %+v", s.name, u)
 		}
 		if root, _ := c.Layer(s.ref.Digest); u.Root != root {
@@ -281,6 +281,12 @@ func TestPullRefusesInconsistent(t *testing.T) {
 	must(t, c.Admit(ctx, d, cache.Admission{Repository: "oci:" + dir, Rule: "oci:" + dir, Signers: []cache.Signer{{KeyID: keyIDOf(t, k), DockerReference: "oci:" + dir}}}))
 	if _, err := CheckUse(ctx, c, pol, "oci:"+dir, d); !errors.Is(err, ErrInconsistent) {
 		t.Fatalf("CheckUse of a cached inconsistent layer (%d blobs): %v, want ErrInconsistent", len(m.Layers), err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Root(), "admissions", "sha256", d.Encoded()+".use.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the refused use kept a use record: %v", err)
+	}
+	if _, err := CheckUse(ctx, c, pol, "oci:"+dir, d); !errors.Is(err, ErrInconsistent) {
+		t.Fatalf("CheckUse again: %v, want ErrInconsistent every time", err)
 	}
 }
 
@@ -379,5 +385,97 @@ func BenchmarkCheckUse(b *testing.B) {
 		if _, err := CheckUse(ctx, c, pol, "oci:"+dir, d); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestUseRecord: the first use of a digest (pull's) keeps what it derived from the manifest
+// and lock in the cache; later uses read it back and decide the policy afresh each time; a
+// record that is damaged, of another digest or of another format is derived again and
+// replaced; an inconsistent artifact never gets one; gc removes it with its layer.
+func TestUseRecord(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "team")
+	repo := openLayout(t, dir)
+	ka, kb := newKey(t, "a"), newKey(t, "b")
+	a, l := lockedArtifact(t, "alpha", "beta")
+	d := publish(t, repo, a, ka)
+	pol := policy(t, trust.Rule{Match: "oci:" + dir, Keys: []string{ka.pub}})
+	c := openCache(t)
+	_, _, err := Pull(ctx, repo, layoutRef(t, dir, d), pol, c, nil, nil)
+	must(t, err)
+	path := filepath.Join(c.Root(), "admissions", "sha256", d.Encoded()+".use.json")
+	kept, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the pull kept no use record: %v", err)
+	}
+	want, err := l.Fit()
+	must(t, err)
+	var rec struct {
+		Digest string   `json:"digest"`
+		Kind   string   `json:"kind"`
+		Layer  lock.Fit `json:"layer"`
+	}
+	must(t, json.Unmarshal(kept, &rec))
+	if rec.Digest != d.String() || rec.Kind != "base" || rec.Layer.ResolutionKey != want.ResolutionKey ||
+		strings.Join(rec.Layer.Wheels, " ") != "alpha-1.0-py3-none-any.whl beta-1.0-py3-none-any.whl" {
+		t.Fatalf("use record %s, want the lock's fit %+v", kept, want)
+	}
+	check := func(name string) {
+		t.Helper()
+		u, err := CheckUse(ctx, c, pol, "oci:"+dir, d)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if u.Kind != "base" || u.Target != nil || u.Fit == nil || u.Fit.ResolutionKey != want.ResolutionKey ||
+			strings.Join(u.Fit.Wheels, " ") != strings.Join(want.Wheels, " ") || u.Fit.Target.Platform != want.Target.Platform {
+			t.Fatalf("%s: use %+v, want the lock's fit %+v", name, u, want)
+		}
+	}
+	check("from the record")
+	// The policy is decided on every use, record or not.
+	if _, err := CheckUse(ctx, c, policy(t, trust.Rule{Match: "oci:" + dir, Keys: []string{kb.pub}}), "oci:"+dir, d); !errors.Is(err, trust.ErrNotAdmitted) {
+		t.Fatalf("a use under a policy without the signing key: %v, want ErrNotAdmitted", err)
+	}
+	other := strings.Replace(string(kept), d.Encoded(), strings.Repeat("0", 64), 1)
+	for name, bad := range map[string]string{
+		"garbage":              "{not json",
+		"empty":                "",
+		"another digest's":     other,
+		"another format's":     strings.Replace(string(kept), `"format":1`, `"format":0`, 1),
+		"a kind its fit lacks": strings.Replace(string(kept), `"kind":"base","layer"`, `"kind":"iso","layer"`, 1),
+		"trailing data":        string(kept) + "{}",
+		"an unknown field":     strings.Replace(string(kept), `"format":1`, `"format":1,"extra":true`, 1),
+		"an invalid target":    strings.Replace(string(kept), `"abi":"cp311"`, `"abi":""`, 1),
+		"a bad resolution key": strings.Replace(string(kept), want.ResolutionKey, "abc", 1),
+	} {
+		if bad == string(kept) {
+			t.Fatalf("%s: the damage did not apply to %s", name, kept)
+		}
+		must(t, os.WriteFile(path, []byte(bad), 0o644))
+		check(name + " record")
+		if b, _ := os.ReadFile(path); string(b) != string(kept) {
+			t.Errorf("%s record: not replaced by the derived one: %s", name, b)
+		}
+	}
+	// gc removes the record with its layer.
+	if _, err := c.GC(ctx, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Layer(d); ok {
+		t.Fatal("gc kept the layer")
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gc left the use record: %v", err)
+	}
+	// A record without its layer (a crash between the two) goes at the next gc.
+	must(t, os.WriteFile(path, kept, 0o644))
+	if _, err := c.GC(ctx, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("gc left an orphan use record: %v", err)
+	}
+	if err := c.SetUseRecord(ctx, d, kept); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("SetUseRecord of a digest the cache lacks: %v, want ErrNotFound", err)
 	}
 }

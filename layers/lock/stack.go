@@ -20,6 +20,66 @@ type Named struct {
 	Lock *Lock
 }
 
+// Fit is what CheckStack reads of a layer's lock: its kind, target and wheels, and the
+// keys that tie an ext layer to its base. Derived from a valid lock (Lock.Fit), it is a
+// few hundred bytes where the lock is kilobytes: the host cache keeps it beside the digest
+// whose lock it was derived from (registry/local), so that a run checks its stack without
+// re-reading, re-validating and re-hashing every lock.
+type Fit struct {
+	Kind          Kind          `json:"kind"`
+	ResolutionKey string        `json:"resolution_key,omitempty"` // a base's (Lock.ResolutionKey); "" for other kinds
+	Base          string        `json:"base,omitempty"`           // an ext layer's (Lock.Base)
+	Target        target.Target `json:"target"`
+	Wheels        []string      `json:"wheels"` // every package's wheel filename, in lock order
+}
+
+// NamedFit is a Fit with the name a user knows its layer by, as Named.
+type NamedFit struct {
+	Name string
+	Fit  Fit
+}
+
+// Fit derives what CheckStack reads from l, which must be valid.
+func (l *Lock) Fit() (Fit, error) {
+	f := Fit{Kind: l.Kind, Base: l.Base, Target: l.Target, Wheels: make([]string, len(l.Packages))}
+	for i, p := range l.Packages {
+		f.Wheels[i] = p.Filename
+	}
+	if l.Kind == KindBase {
+		k, err := l.ResolutionKey()
+		if err != nil {
+			return Fit{}, err
+		}
+		f.ResolutionKey = k
+	}
+	return f, nil
+}
+
+// Validate checks what a Fit read back must hold: a known kind, a base's resolution key
+// and an ext layer's base as 64 hex digits, a valid target, a wheel filename for every
+// package (CheckFits parses each one it checks against an interpreter). Errors wrap
+// ErrInvalid.
+func (f Fit) Validate() error {
+	if _, err := ParseKind(string(f.Kind)); err != nil {
+		return invalid("%v", err)
+	}
+	switch {
+	case (f.Kind == KindBase) != (f.ResolutionKey != ""), f.ResolutionKey != "" && !isHexSHA256(f.ResolutionKey):
+		return invalid("a %s layer with resolution key %q", f.Kind, f.ResolutionKey)
+	case (f.Kind == KindExt) != (f.Base != ""), f.Base != "" && !isHexSHA256(f.Base):
+		return invalid("a %s layer with base %q", f.Kind, f.Base)
+	}
+	if err := f.Target.Validate(); err != nil {
+		return invalid("target: %v", err)
+	}
+	for i, w := range f.Wheels {
+		if !strings.HasSuffix(w, ".whl") || strings.ContainsAny(w, "/\\\x00") {
+			return invalid("wheel %d: %q is not a wheel filename", i, w)
+		}
+	}
+	return nil
+}
+
 // IncompatibleError is a refusal of CheckStack. It names both sides: the layer and what it
 // needs, and the interpreter (or the stack) and what it is.
 type IncompatibleError struct {
@@ -48,16 +108,26 @@ func (e *IncompatibleError) Unwrap() error { return ErrIncompatible }
 // run, ensure and the broker's builder call this one function, so a layer refused by one is
 // refused by all.
 func CheckStack(python *target.Target, pythonName string, layers []Named) error {
-	bases := map[string]bool{}
-	var have []string
-	for _, n := range layers {
-		if n.Lock.Kind != KindBase {
-			continue
-		}
-		k, err := n.Lock.ResolutionKey()
+	fits := make([]NamedFit, len(layers))
+	for i, n := range layers {
+		f, err := n.Lock.Fit()
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", n.Name, err)
 		}
+		fits[i] = NamedFit{Name: n.Name, Fit: f}
+	}
+	return CheckFits(python, pythonName, fits)
+}
+
+// CheckFits is CheckStack on what it reads of each lock (Lock.Fit): the check itself.
+func CheckFits(python *target.Target, pythonName string, layers []NamedFit) error {
+	bases := map[string]bool{}
+	var have []string
+	for _, n := range layers {
+		if n.Fit.Kind != KindBase {
+			continue
+		}
+		k := n.Fit.ResolutionKey
 		bases[k] = true
 		have = append(have, fmt.Sprintf("base %s (%s)", k, n.Name))
 	}
@@ -67,8 +137,8 @@ func CheckStack(python *target.Target, pythonName string, layers []Named) error 
 				return err
 			}
 		}
-		if n.Lock.Kind == KindExt && !bases[n.Lock.Base] {
-			e := &IncompatibleError{Layer: n.Name, What: "base", Needs: "base " + n.Lock.Base + " (the base it was resolved against)",
+		if n.Fit.Kind == KindExt && !bases[n.Fit.Base] {
+			e := &IncompatibleError{Layer: n.Name, What: "base", Needs: "base " + n.Fit.Base + " (the base it was resolved against)",
 				Other: "the stack", Has: "without a base layer",
 				Hint: "give that base with --layer before the ext layer, or lock the ext layer again against the base you run (pylayer lock --kind ext -c BASE.lock.json)"}
 			if len(have) > 0 {
@@ -81,8 +151,8 @@ func CheckStack(python *target.Target, pythonName string, layers []Named) error 
 }
 
 // fits checks one layer against the interpreter's target.
-func fits(py *target.Target, pyName string, n Named) error {
-	t := n.Lock.Target
+func fits(py *target.Target, pyName string, n NamedFit) error {
+	t := n.Fit.Target
 	interp := fmt.Sprintf("CPython %s (abi %s, platform %s)", py.PythonFull, py.ABI, py.Platform)
 	refuse := func(what, needs, hint string) error {
 		return &IncompatibleError{Layer: n.Name, What: what, Needs: needs, Other: "interpreter " + pyName, Has: interp, Hint: hint}
@@ -96,8 +166,8 @@ func fits(py *target.Target, pyName string, n Named) error {
 	case !slices.Contains(py.Platforms, t.Platform):
 		return refuse("platform", "platform "+t.Platform, relock+", or run it on a "+t.Platform+" interpreter")
 	}
-	for _, p := range n.Lock.Packages {
-		fn, err := wheel.ParseFilename(p.Filename)
+	for _, w := range n.Fit.Wheels {
+		fn, err := wheel.ParseFilename(w)
 		if err != nil {
 			return fmt.Errorf("layer %s: %w", n.Name, err)
 		}
@@ -106,7 +176,7 @@ func fits(py *target.Target, pyName string, n Named) error {
 			tags = append(tags, target.Tag{Interpreter: tr[0], ABI: tr[1], Platform: tr[2]})
 		}
 		if py.BestRank(tags) < 0 {
-			return refuse("wheel", "an interpreter that supports its wheel "+p.Filename, relock)
+			return refuse("wheel", "an interpreter that supports its wheel "+w, relock)
 		}
 	}
 	return nil

@@ -1,7 +1,10 @@
 package lock
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,5 +137,69 @@ func TestCheckStack(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFit: a lock's fit survives JSON (as the host cache keeps it), decides as the lock
+// does, and a damaged one is refused by Validate.
+func TestFit(t *testing.T) {
+	base := stackLock(t, KindBase, "3.11", "manylinux_2_28_x86_64", "a-1.0-cp311-cp311-manylinux_2_28_x86_64.whl", "")
+	rk, err := base.ResolutionKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext := stackLock(t, KindExt, "3.11", "manylinux_2_28_x86_64", "b-1.0-py3-none-any.whl", rk)
+	py, err := target.FromFlags("3.11.2", "manylinux_2_36_x86_64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fits []NamedFit
+	for _, l := range []*Lock{base, ext} {
+		f, err := l.Fit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back Fit
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if err := back.Validate(); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		if !reflect.DeepEqual(back, f) {
+			t.Fatalf("round trip: %+v, want %+v", back, f)
+		}
+		fits = append(fits, NamedFit{Name: "R@" + string(l.Kind), Fit: back})
+	}
+	if fits[0].Fit.ResolutionKey != rk || fits[1].Fit.ResolutionKey != "" || fits[1].Fit.Base != rk {
+		t.Errorf("fits %+v: want the base's resolution key on the base only", fits)
+	}
+	if err := CheckFits(&py, "R@py", fits); err != nil {
+		t.Errorf("CheckFits: %v", err)
+	}
+	if err := CheckFits(&py, "R@py", fits[1:]); !errors.Is(err, ErrIncompatible) {
+		t.Errorf("CheckFits without the base: %v, want ErrIncompatible", err)
+	}
+	good := fits[0].Fit
+	for name, f := range map[string]func(*Fit){
+		"unknown kind":           func(f *Fit) { f.Kind = "weird" },
+		"base without its key":   func(f *Fit) { f.ResolutionKey = "" },
+		"short key":              func(f *Fit) { f.ResolutionKey = "abc" },
+		"base naming a base":     func(f *Fit) { f.Base = rk },
+		"ext without a base":     func(f *Fit) { f.Kind, f.ResolutionKey = KindExt, "" },
+		"invalid target":         func(f *Fit) { f.Target.ABI = "" },
+		"not a wheel":            func(f *Fit) { f.Wheels = []string{"a-1.0.tar.gz"} },
+		"a path, not a filename": func(f *Fit) { f.Wheels = []string{"../a-1.0-py3-none-any.whl"} },
+	} {
+		bad := good
+		bad.Wheels = slices.Clone(good.Wheels)
+		f(&bad)
+		if err := bad.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
 	}
 }

@@ -237,15 +237,21 @@ func (c *Cache) removeAdmissions(ctx context.Context, hex string) error {
 		l.release()
 		return fmt.Errorf("removing the admission record of sha256:%s: %w", hex, err)
 	}
+	if err := c.removeUseRecord(hex); err != nil {
+		l.release()
+		return err
+	}
 	l.removeAndRelease()
 	return nil
 }
 
 // removeOrphanAdmissions removes records whose layer is gone (a layer removed between an
-// install and its admission, or by an older pylayer). A record being written is left.
+// install and its admission, or by an older pylayer), use records too. A record being
+// written is left.
 func (c *Cache) removeOrphanAdmissions(ctx context.Context) {
 	hexes, _ := hexNames(filepath.Dir(c.admissionsPath("x")), ".json")
-	for _, hex := range hexes {
+	uses, _ := hexNames(filepath.Dir(c.admissionsPath("x")), ".use.json")
+	for _, hex := range slices.Compact(slices.Sorted(slices.Values(append(hexes, uses...)))) {
 		if _, ok := c.Layer(digest.NewDigestFromEncoded(digest.SHA256, hex)); ok {
 			continue
 		}
@@ -258,6 +264,7 @@ func (c *Cache) removeOrphanAdmissions(ctx context.Context) {
 			continue
 		}
 		os.Remove(c.admissionsPath(hex))
+		os.Remove(c.useRecordPath(hex))
 		l.removeAndRelease()
 	}
 }

@@ -12,6 +12,10 @@
 //	<root>/admissions/sha256/<manifest>.json
 //	                                   who admitted the digest: each repository, trust
 //	                                   rule and signing key (or explicit unsigned rule)
+//	<root>/admissions/sha256/<manifest>.use.json
+//	                                   what the first full check of the digest derived
+//	                                   from its manifest and config, for later uses
+//	                                   (userecord.go; registry/local.CheckUse)
 //	<root>/refs/<name>                 ref name -> manifest digest (written by the CLI)
 //	<root>/locks/                      flock files: layer-, tree-, hold-, admit-<hex>, gc
 //	<root>/tmp/                        work in progress; nothing here is ever read back

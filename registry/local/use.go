@@ -1,14 +1,16 @@
 package local
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/layers/lock"
+	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
@@ -29,14 +31,14 @@ var ErrNeedsNetwork = errors.New("not in the host cache: it needs the network")
 type Use struct {
 	Root      string          // the layer root (or interpreter prefix) in the cache
 	Digest    digest.Digest   // the manifest digest
-	Manifest  *v1.Manifest    // as the cache keeps it, checked against Digest and its lock
 	Kind      string          // "python" for an interpreter, else the layer's kind (base, ext, iso)
-	Config    []byte          // the config blob (the lock, or the interpreter config), checked against Manifest
 	Admission cache.Admission // the recorded admission the policy accepted
-	// Lock is Config parsed, for a layer; Interpreter for an interpreter (the other nil):
-	// what the consistency check read, so that a use parses its config once.
-	Lock        *lock.Lock
-	Interpreter *interp.Config
+	// Fit is what a stack check reads of a layer's lock (lock.CheckFits), Target the
+	// interpreter's target (the other nil): derived from the manifest and config that the
+	// cache keeps when they were first checked against each other, and since then read
+	// back from the digest's use record (see CheckUse).
+	Fit    *lock.Fit
+	Target *target.Target
 }
 
 // CheckUse decides, with no network, whether digest d, which cache c holds, may be used
@@ -44,9 +46,17 @@ type Use struct {
 // the admissions the cache recorded for d must still count (see trust.Policy.Permits: an
 // unsigned admission only in its own repository while its rule still accepts unsigned
 // artifacts, a signed one only while a key that signed it is still trusted), and the
-// manifest the cache keeps must still agree with its lock (CheckConsistent). Refusals wrap
+// manifest the cache keeps must agree with its lock (CheckConsistent). Refusals wrap
 // trust.ErrNotAdmitted, trust.ErrNoPolicy, ErrInconsistent or cache.ErrInvalidCache and say
 // what to do.
+//
+// The policy is decided on every use. Consistency is a function of the digest's bytes
+// alone (the manifest is d's, the config is the manifest's), so it is checked in full once:
+// the first CheckUse of d (pull's, or a run's on a cache an older pylayer filled) keeps what
+// it derived in the cache (cache.SetUseRecord, when the cache is writable), and later uses
+// read those few hundred bytes instead of re-parsing, re-validating and re-hashing the
+// manifest and lock. A record that is missing, damaged, of another format or of another
+// digest is derived again, in full.
 func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo string, d digest.Digest) (*Use, error) {
 	art := repo + "@" + d.String()
 	root, ok := c.Layer(d)
@@ -69,19 +79,87 @@ func CheckUse(ctx context.Context, c *cache.Cache, pol *trust.Policy, repo strin
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
 	u := &Use{Root: root, Digest: d, Admission: recs[i]}
+	if b, ok := c.UseRecord(d); ok {
+		if r, err := parseUseRecord(b, d); err == nil {
+			u.Kind, u.Fit, u.Target = r.Kind, r.Layer, r.Interpreter
+			return u, nil
+		}
+	}
 	m, config, err := c.Meta(ctx, d)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
-	u.Manifest, u.Config = m, config
-	if u.Lock, u.Interpreter, err = consistent(m, config); err != nil {
+	l, ic, err := consistent(m, config)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", art, err)
 	}
-	u.Kind = u.Manifest.Annotations[oci.AnnotationKind]
-	if u.Kind == "" {
+	r := useRecord{Format: useRecordFormat, Digest: d.String(), Kind: m.Annotations[oci.AnnotationKind]}
+	if r.Kind == "" {
 		return nil, fmt.Errorf("%s: the layer has no kind annotation", art)
 	}
+	if l != nil {
+		f, err := l.Fit()
+		if err != nil {
+			return nil, fmt.Errorf("%s: the layer's lock: %w", art, err)
+		}
+		r.Layer = &f
+	} else {
+		t, err := ic.Target()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", art, err)
+		}
+		r.Interpreter = &t
+	}
+	if b, err := json.Marshal(r); err == nil {
+		_ = c.SetUseRecord(ctx, d, b) // best effort: a cache this user cannot write is checked in full each time
+	}
+	u.Kind, u.Fit, u.Target = r.Kind, r.Layer, r.Interpreter
 	return u, nil
+}
+
+// useRecordFormat versions the use record (useRecord) and the checks it stands for: a
+// change to what consistent checks, or to what the record holds, bumps it, and records of
+// another format are derived again.
+const useRecordFormat = 1
+
+// useRecord is what CheckUse keeps of a digest it checked in full (cache.SetUseRecord).
+type useRecord struct {
+	Format      int            `json:"format"`
+	Digest      string         `json:"digest"`
+	Kind        string         `json:"kind"`
+	Layer       *lock.Fit      `json:"layer,omitempty"`       // a layer's
+	Interpreter *target.Target `json:"interpreter,omitempty"` // an interpreter's
+}
+
+// parseUseRecord decodes the use record b of d strictly: of this format and digest, with
+// exactly one of a valid fit (of a layer of its kind) or a valid target (of an interpreter).
+func parseUseRecord(b []byte, d digest.Digest) (*useRecord, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var r useRecord
+	if err := dec.Decode(&r); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	switch {
+	case r.Format != useRecordFormat:
+		return nil, fmt.Errorf("format %d, want %d", r.Format, useRecordFormat)
+	case r.Digest != d.String():
+		return nil, fmt.Errorf("the record of %q", r.Digest)
+	case r.Kind == interp.KindPython:
+		if r.Interpreter == nil || r.Layer != nil {
+			return nil, errors.New("an interpreter's record without its target alone")
+		}
+		return &r, nil // UnmarshalJSON validated the target
+	case r.Layer == nil || r.Interpreter != nil || string(r.Layer.Kind) != r.Kind:
+		return nil, fmt.Errorf("a %q layer's record without its fit alone", r.Kind)
+	}
+	if err := r.Layer.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 // keyIDs reads the IDs of the policy's key files, as sign computes them for signatures.
