@@ -82,7 +82,7 @@ var assetTypes = map[string]string{
 
 func (s *Server) serveAsset(w http.ResponseWriter, name string) {
 	ct, ok := assetTypes[path.Ext(name)]
-	b, err := fs.ReadFile(web.FS, name)
+	b, err := fs.ReadFile(web.FS(), name)
 	if !ok || err != nil || strings.HasPrefix(name, ".") {
 		writeError(w, http.StatusNotFound, "no such file: /static/"+name, "")
 		return

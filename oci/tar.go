@@ -18,7 +18,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 	digest "github.com/opencontainers/go-digest"
 	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 )
@@ -47,18 +46,6 @@ const GzipMember = 4 << 20
 // for more (zstd --long, or a hostile one) fails to read, naming its window.
 const MaxZstdWindow = 64 << 20
 
-// ZstdReader decompresses a zstd stream (a tar+zstd layer blob) with the limits every
-// reader of layers shares: a window of at most MaxZstdWindow, and the decoding in the
-// reading goroutine (a pull unpacks several blobs at once already). Close it when done.
-func ZstdReader(r io.Reader) (*zstd.Decoder, error) {
-	zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(MaxZstdWindow),
-		zstd.WithDecoderMaxMemory(MaxZstdWindow))
-	if err != nil {
-		return nil, fmt.Errorf("starting a zstd decoder: %w", err)
-	}
-	return zr, nil
-}
-
 // LayerReader returns the tar stream of a layer blob of mediaType read from r: a plain,
 // gzip'd or zstd-compressed (ZstdReader) tar; any other media type is an error naming
 // it. Closing it does not close r.
@@ -67,20 +54,12 @@ func LayerReader(r io.Reader, mediaType string) (io.ReadCloser, error) {
 	case v1.MediaTypeImageLayerGzip:
 		return gzip.NewReader(r)
 	case v1.MediaTypeImageLayerZstd:
-		zr, err := ZstdReader(r)
-		if err != nil {
-			return nil, err
-		}
-		return zstdCloser{zr}, nil
+		return ZstdReader(r)
 	case v1.MediaTypeImageLayer:
 		return io.NopCloser(r), nil
 	}
 	return nil, fmt.Errorf("layer media type %q: want a tar, plain, gzip'd or zstd-compressed", mediaType)
 }
-
-type zstdCloser struct{ *zstd.Decoder }
-
-func (z zstdCloser) Close() error { z.Decoder.Close(); return nil }
 
 // ErrUnsupportedFile: the tree holds something other than regular files and
 // directories (a symlink, fifo, socket or device), or a name that cannot be stored.
