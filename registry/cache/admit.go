@@ -249,9 +249,8 @@ func (c *Cache) removeAdmissions(ctx context.Context, hex string) error {
 // install and its admission, or by an older pylayer), use records too. A record being
 // written is left.
 func (c *Cache) removeOrphanAdmissions(ctx context.Context) {
-	hexes, _ := hexNames(filepath.Dir(c.admissionsPath("x")), ".json")
-	uses, _ := hexNames(filepath.Dir(c.admissionsPath("x")), ".use.json")
-	for _, hex := range slices.Compact(slices.Sorted(slices.Values(append(hexes, uses...)))) {
+	hexes, _ := hexNames(filepath.Dir(c.admissionsPath("x")), ".use.json", ".json")
+	for _, hex := range hexes {
 		if _, ok := c.Layer(digest.NewDigestFromEncoded(digest.SHA256, hex)); ok {
 			continue
 		}

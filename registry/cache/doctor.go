@@ -304,7 +304,7 @@ func (c *Cache) fixTops(trees []string, rep *DoctorReport) {
 			rep.Repaired = append(rep.Repaired, "tree sha256:"+t+": made the top directory read-only")
 		}
 	}
-	layers, _ := hexNames(filepath.Dir(c.layerDir("x")), "")
+	layers, _ := hexNames(filepath.Dir(c.layerDir("x")))
 	for _, l := range layers {
 		if fixTop(c.layerDir(l)) {
 			rep.Repaired = append(rep.Repaired, "layer sha256:"+l+": made the top directory read-only")

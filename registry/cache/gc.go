@@ -48,21 +48,31 @@ type layerInfo struct {
 	used     time.Time
 }
 
-// hexDirs lists the names of dir that are 64 hex digits (with suffix, if
-// given, removed); other entries are reported by Doctor.
-func hexNames(dir, suffix string) ([]string, error) {
+// hexNames lists the names of dir that are 64 hex digits followed by one of suffixes
+// (removed), each once, sorted; with no suffix, the directories named so. Other entries
+// are reported by Doctor.
+func hexNames(dir string, suffixes ...string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("listing %s: %w", dir, err)
 	}
 	var names []string
 	for _, e := range entries {
-		n, ok := strings.CutSuffix(e.Name(), suffix)
-		if (suffix == "" || ok) && isHex64(n) && (suffix != "" || e.IsDir()) {
-			names = append(names, n)
+		if len(suffixes) == 0 {
+			if isHex64(e.Name()) && e.IsDir() {
+				names = append(names, e.Name())
+			}
+			continue
+		}
+		for _, suffix := range suffixes {
+			if n, ok := strings.CutSuffix(e.Name(), suffix); ok && isHex64(n) {
+				names = append(names, n)
+				break
+			}
 		}
 	}
-	return names, nil
+	slices.Sort(names)
+	return slices.Compact(names), nil
 }
 
 // readLayer reads and checks the manifest a layer root was installed from.
@@ -87,7 +97,7 @@ func (c *Cache) readLayer(hex string) (*v1.Manifest, error) {
 }
 
 func (c *Cache) layers(ctx context.Context) ([]layerInfo, error) {
-	hexes, err := hexNames(filepath.Dir(c.layerDir("x")), "")
+	hexes, err := hexNames(filepath.Dir(c.layerDir("x")))
 	if err != nil {
 		return nil, err
 	}

@@ -169,7 +169,7 @@ func (c *Cache) removeLinkingLayers(trees map[string]bool) error {
 	if len(trees) == 0 {
 		return nil
 	}
-	hexes, err := hexNames(filepath.Dir(c.layerDir("x")), "")
+	hexes, err := hexNames(filepath.Dir(c.layerDir("x")))
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -31,16 +30,8 @@ func (c *Cache) UseRecord(d digest.Digest) ([]byte, bool) {
 	if checkDigest(d) != nil {
 		return nil, false
 	}
-	f, err := os.Open(c.useRecordPath(d.Encoded()))
-	if err != nil {
-		return nil, false
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, maxUseRecordBytes+1))
-	if err != nil || len(b) > maxUseRecordBytes {
-		return nil, false
-	}
-	return b, true
+	b, err := readCapped(c.useRecordPath(d.Encoded()), maxUseRecordBytes)
+	return b, err == nil
 }
 
 // SetUseRecord keeps b as the use record of digest d, which the cache must hold; it
