@@ -61,11 +61,14 @@ func (f *pushFeed) Follow(ctx context.Context, changed func(broker.Change), stat
 	}
 }
 
+// GetRequest counts a read once it has returned, so a count the test sees is of reads
+// whose answer is settled: one counted before a change cannot have seen it.
 func (f *pushFeed) GetRequest(ctx context.Context, id string) (broker.Request, error) {
+	r, err := f.Store.GetRequest(ctx, id)
 	f.mu.Lock()
 	f.reads++
 	f.mu.Unlock()
-	return f.Store.GetRequest(ctx, id)
+	return r, err
 }
 
 func (f *pushFeed) count() int {
@@ -96,7 +99,9 @@ func TestFeedWakesLongPollsOnEndsOnly(t *testing.T) {
 		}
 		polled <- got
 	}()
-	waitFor(t, "the long poll in place", func() bool { return broker.Watched(e.srv) > 0 })
+	// In place, and its first read done: a read still under way when the request is bound
+	// would answer bound by itself, and no change would need to wake it.
+	waitFor(t, "the long poll in place", func() bool { return broker.Watched(e.srv) > 0 && f.count() > start })
 	before := f.count()
 	f.changes <- broker.Change{RequestID: r.ID, Open: true}                // claimed by another replica
 	f.changes <- broker.Change{RequestID: "req_someone_else", Open: false} // another request ended
