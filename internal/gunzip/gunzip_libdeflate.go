@@ -48,6 +48,30 @@ func Whole(dst, src []byte, limit int64) ([]byte, bool) {
 	return dst[:size], true
 }
 
+// Deflated inflates src, a raw deflate stream (a zip member's data), into dst in one
+// call and reports whether it is exactly dst: the stream ends at src's end, inflates to
+// len(dst) bytes, no more and no fewer, and their CRC-32 is crc. On false, dst holds
+// nothing of use and the caller reads the member with its streaming reader, whose errors
+// are the ones users see.
+func Deflated(dst, src []byte, crc uint32) bool {
+	if len(src) == 0 || len(dst) == 0 {
+		return false
+	}
+	d := C.libdeflate_alloc_decompressor()
+	if d == nil {
+		return false
+	}
+	defer C.libdeflate_free_decompressor(d)
+	var in, out C.size_t
+	// Avail is exactly len(dst): a stream inflating to more is LIBDEFLATE_INSUFFICIENT_SPACE.
+	res := C.libdeflate_deflate_decompress_ex(d, unsafe.Pointer(&src[0]), C.size_t(len(src)),
+		unsafe.Pointer(&dst[0]), C.size_t(len(dst)), &in, &out)
+	if res != C.LIBDEFLATE_SUCCESS || int(in) != len(src) || int(out) != len(dst) {
+		return false
+	}
+	return uint32(C.libdeflate_crc32(0, unsafe.Pointer(&dst[0]), C.size_t(len(dst)))) == crc
+}
+
 // inflateRaw inflates a raw deflate stream with libdeflate into at most limit
 // bytes: FuzzWhole's way to learn what libdeflate makes of a stream, to give it
 // a valid gzip trailer.

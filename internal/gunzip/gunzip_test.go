@@ -147,6 +147,7 @@ func FuzzWhole(f *testing.F) {
 		if out, ok := inflateRaw(b, 1<<20); ok {
 			m := member(b, out)
 			agree(t, m)
+			agreeDeflated(t, b, out)
 			agree(t, append(append(m, gz(t, gzip.BestSpeed, out[:len(out)/2], nil)...), m...))
 		}
 		// A trailer for what the streaming inflater makes of it, too (it reads from a
@@ -186,6 +187,31 @@ func sameAsStreamed(t *testing.T, who string, b, got []byte) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("%s made %d bytes, the streaming reader %d, and they differ", who, len(got), len(want))
+	}
+}
+
+// agreeDeflated is agree for Deflated, given what libdeflate made of the raw stream d: it
+// is those bytes, exactly, or nothing; the streaming reader makes the same of d (with the
+// one leniency); and another size or CRC-32 is declined.
+func agreeDeflated(t *testing.T, d, out []byte) {
+	t.Helper()
+	if len(out) == 0 {
+		return
+	}
+	crc := crc32.ChecksumIEEE(out)
+	dst := make([]byte, len(out))
+	if !Deflated(dst, d, crc) {
+		t.Fatalf("Deflated declined a stream libdeflate inflates to %d bytes", len(out))
+	}
+	if !bytes.Equal(dst, out) {
+		t.Fatal("Deflated made other bytes than libdeflate's one-shot inflate")
+	}
+	sameAsStreamed(t, "Deflated", member(d, out), dst)
+	if Deflated(dst, d, crc^1) {
+		t.Fatal("Deflated accepted another CRC-32")
+	}
+	if Deflated(make([]byte, len(out)+1), d, crc) || len(out) > 1 && Deflated(dst[:len(out)-1], d, crc) {
+		t.Fatal("Deflated accepted another size")
 	}
 }
 

@@ -72,7 +72,7 @@ func install(ctx context.Context, wheelPath, dest string, opts InstallOptions) (
 	if err != nil && !errors.Is(err, zip.ErrInsecurePath) { // insecure names are refused by scan
 		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadWheel, err)
 	}
-	p, err := scan(ctx, zr, fn, o)
+	p, err := scan(ctx, zr, f, fn, o)
 	if err != nil {
 		return nil, err
 	}

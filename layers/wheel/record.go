@@ -120,12 +120,17 @@ func (row recordRow) verifyKeep(name string, r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: inflating %s: %v", ErrBadWheel, name, err)
 	}
-	h := row.newFn()
-	h.Write(b[:min(n, len(b))])
-	if err := row.check(name, int64(n), h.Sum(nil)); err != nil {
+	if err := row.check(name, int64(n), row.sum(b[:min(n, len(b))])); err != nil {
 		return nil, err
 	}
 	return b, nil
+}
+
+// sum is the row's digest of b.
+func (row recordRow) sum(b []byte) []byte {
+	h := row.newFn()
+	h.Write(b)
+	return h.Sum(nil)
 }
 
 func (row recordRow) check(name string, n int64, sum []byte) error {

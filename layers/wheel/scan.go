@@ -3,12 +3,15 @@ package wheel
 import (
 	"archive/zip"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/internal/gunzip"
 )
 
 // Limits on the small files read into memory.
@@ -139,7 +142,7 @@ func versionKey(v string) string {
 
 // scan validates the archive and verifies every member against RECORD, reading (and
 // inflating) everything once but writing nothing.
-func scan(ctx context.Context, zr *zip.Reader, fn Filename, o InstallOptions) (*plan, error) {
+func scan(ctx context.Context, zr *zip.Reader, ra io.ReaderAt, fn Filename, o InstallOptions) (*plan, error) {
 	if len(zr.File) > o.MaxFiles {
 		return nil, fmt.Errorf("%w: %d members, limit %d", ErrTooLarge, len(zr.File), o.MaxFiles)
 	}
@@ -192,7 +195,7 @@ func scan(ctx context.Context, zr *zip.Reader, fn Filename, o InstallOptions) (*
 	if err := p.checkRows(byName, di); err != nil {
 		return nil, err
 	}
-	if p.held, err = verifyMembers(ctx, files, p.rows, di, o); err != nil {
+	if p.held, err = verifyMembers(ctx, ra, files, p.rows, di, o); err != nil {
 		return nil, err
 	}
 	// Everything below reads members already verified against RECORD.
@@ -273,7 +276,7 @@ func (p *plan) checkRows(byName map[string]*zip.File, di string) error {
 // verifyMembers checks sizes against the limits first, then inflates every member once
 // and compares it with its RECORD row. It returns the verified bytes of the members, in
 // archive order, while they add up to no more than holdBytes.
-func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recordRow, di string, o InstallOptions) (map[*zip.File][]byte, error) {
+func verifyMembers(ctx context.Context, ra io.ReaderAt, files []*zip.File, rows map[string]recordRow, di string, o InstallOptions) (map[*zip.File][]byte, error) {
 	var total int64
 	for _, zf := range files {
 		if zf.Name == di+"/RECORD" {
@@ -302,6 +305,7 @@ func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recor
 	}
 	held := map[*zip.File][]byte{}
 	var kept int64
+	var raw []byte
 	for _, zf := range files {
 		row, ok := rows[zf.Name]
 		if !ok || zf.Name == di+"/RECORD" {
@@ -310,11 +314,21 @@ func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recor
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		hold := row.size <= holdBytes-kept
+		if hold {
+			if b := inflateHeld(ra, zf, row.size, &raw); b != nil {
+				if err := row.check(zf.Name, int64(len(b)), row.sum(b)); err != nil {
+					return nil, err
+				}
+				held[zf], kept = b, kept+row.size
+				continue
+			}
+		}
 		rc, err := zf.Open()
 		if err != nil {
 			return nil, fmt.Errorf("%w: opening %s: %v", ErrBadWheel, zf.Name, err)
 		}
-		if room := holdBytes - kept; row.size <= room {
+		if hold {
 			var b []byte
 			b, err = row.verifyKeep(zf.Name, fsx.Reader(ctx, rc))
 			held[zf], kept = b, kept+row.size
@@ -327,6 +341,58 @@ func verifyMembers(ctx context.Context, files []*zip.File, rows map[string]recor
 		}
 	}
 	return held, nil
+}
+
+// inflateHeld is the fast path of a member the install holds: its deflate data read in
+// one call from ra, the archive, and inflated in one call into a buffer of its RECORD
+// size, with libdeflate (gunzip.Deflated, in pylayer-full), which inflates about twice as
+// fast as compress/flate: a cold build of the office set spent 8% of its CPU in
+// archive/zip's inflater. It checks what archive/zip checks: the size, the CRC-32 the
+// central directory states, and a data descriptor's CRC-32 against it. It returns nil
+// whenever it does not apply (no libdeflate, a stored member, compressed data larger than
+// a deflate stream of that size can be) or the member is not exactly what the archive
+// says (another size, a bad stream, another CRC-32): the caller then reads it through
+// archive/zip as before, whose errors are the ones users see. Either way the bytes are
+// then checked against RECORD. raw is a buffer for the compressed bytes, reused from
+// member to member.
+func inflateHeld(ra io.ReaderAt, zf *zip.File, size int64, raw *[]byte) []byte {
+	if !gunzip.Available || zf.Method != zip.Deflate || size <= 0 {
+		return nil
+	}
+	n := zf.CompressedSize64
+	// Stored blocks cost 5 bytes per 65535: no encoder's output is larger than this.
+	if n == 0 || n > uint64(size)+uint64(size)/64+1024 {
+		return nil
+	}
+	off, err := zf.DataOffset()
+	if err != nil {
+		return nil
+	}
+	desc := 0
+	if zf.Flags&0x8 != 0 {
+		desc = 16 // the signature, CRC-32 and two 32-bit sizes: at most what archive/zip reads
+	}
+	if uint64(cap(*raw)) < n+uint64(desc) {
+		*raw = make([]byte, n+uint64(desc))
+	}
+	buf := (*raw)[:n+uint64(desc)]
+	if _, err := ra.ReadAt(buf, off); err != nil {
+		return nil
+	}
+	if desc > 0 {
+		d := buf[n:]
+		if binary.LittleEndian.Uint32(d) == 0x08074b50 { // the descriptor's optional signature
+			d = d[4:]
+		}
+		if binary.LittleEndian.Uint32(d) != zf.CRC32 {
+			return nil
+		}
+	}
+	dst := make([]byte, size)
+	if !gunzip.Deflated(dst, buf[:n], zf.CRC32) {
+		return nil
+	}
+	return dst
 }
 
 // dataDest maps "<key>/<rest>" under <name>-<ver>.data to its place in the tree.
