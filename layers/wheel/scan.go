@@ -353,7 +353,9 @@ func verifyMembers(ctx context.Context, ra io.ReaderAt, files []*zip.File, rows 
 // a deflate stream of that size can be) or the member is not exactly what the archive
 // says (another size, a bad stream, another CRC-32): the caller then reads it through
 // archive/zip as before, whose errors are the ones users see. Either way the bytes are
-// then checked against RECORD. raw is a buffer for the compressed bytes, reused from
+// then checked against RECORD, whose digests decide: libdeflate's one known leniency
+// (internal/gunzip) lets through a stream Go calls corrupt only if it inflates to the
+// very bytes RECORD names. raw is a buffer for the compressed bytes, reused from
 // member to member.
 func inflateHeld(ra io.ReaderAt, zf *zip.File, size int64, raw *[]byte) []byte {
 	if !gunzip.Available || zf.Method != zip.Deflate || size <= 0 {
