@@ -95,6 +95,20 @@ func rezip(t *testing.T, whl string, edit func(h *zip.FileHeader, raw []byte) []
 	return out
 }
 
+// heldAndStreamed installs whl with its members held, then streamed, and returns the
+// two outcomes ("<nil>" or the error's text).
+func heldAndStreamed(t *testing.T, whl string) []string {
+	t.Helper()
+	var errs []string
+	for _, hold := range []int64{holdBytes, 0} {
+		withHold(t, hold, func() {
+			_, err := Install(context.Background(), whl, filepath.Join(t.TempDir(), "tree"), InstallOptions{})
+			errs = append(errs, fmt.Sprint(err))
+		})
+	}
+	return errs
+}
+
 // TestInflateHeld: a held deflate member is inflated in one call where pylayer has
 // libdeflate (never without), to the bytes archive/zip gives; a member whose CRC-32,
 // size or stream is not what the archive says is declined, and the install refuses it
@@ -162,13 +176,7 @@ func TestInflateHeld(t *testing.T) {
 		if err := os.WriteFile(bad, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var errs []string
-		for _, hold := range []int64{holdBytes, 0} {
-			withHold(t, hold, func() {
-				_, err := Install(context.Background(), bad, filepath.Join(t.TempDir(), "tree"), InstallOptions{})
-				errs = append(errs, fmt.Sprint(err))
-			})
-		}
+		errs := heldAndStreamed(t, bad)
 		if errs[0] == "<nil>" || errs[0] != errs[1] {
 			t.Errorf("descriptor: held %q, streamed %q, want the same refusal", errs[0], errs[1])
 		}
@@ -205,13 +213,7 @@ func TestInflateHeld(t *testing.T) {
 		}},
 	} {
 		bad := rezip(t, whl, tc.edit)
-		var errs []string
-		for _, hold := range []int64{holdBytes, 0} {
-			withHold(t, hold, func() {
-				_, err := Install(context.Background(), bad, filepath.Join(t.TempDir(), "tree"), InstallOptions{})
-				errs = append(errs, fmt.Sprint(err))
-			})
-		}
+		errs := heldAndStreamed(t, bad)
 		if tc.name == "trailing" { // archive/zip reads the stream to its end and ignores the rest
 			if errs[0] != "<nil>" || errs[1] != "<nil>" {
 				t.Errorf("%s: held %q, streamed %q, want both installed", tc.name, errs[0], errs[1])
