@@ -221,6 +221,8 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		if err != nil {
 			return err
 		}
+		// Not TrustedWheels: the broker installs agents' uploads, whose bytes meet Go's
+		// inflater only.
 		worker, err = builder.New(builder.Config{Store: store, Catalog: cat, Index: idx, Repo: repo, Signer: signer,
 			Trees: &build.Builder{Root: filepath.Join(cache, "build"), Fetcher: idx, Options: build.Options{Interpreter: interp}}, Logger: log, Lease: f.lease})
 		if err != nil {

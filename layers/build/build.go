@@ -54,6 +54,10 @@ type Options struct {
 	// tree nor on the target platform's allow-list (see NativeReport): a warning to
 	// show, or an error that fails the build. nil logs a warning.
 	NativeMissing func(ctx context.Context, t Tree, r *native.Report) error
+	// TrustedWheels says every wheel this builder installs is as trusted as the lock that
+	// pinned its hash (wheel.InstallOptions.TrustedBytes): set for a user's own builds,
+	// not for a broker's, which installs agents' uploads. It changes no byte of a tree.
+	TrustedWheels bool
 }
 
 // Builder makes trees for the packages of locks, caching under Root.
@@ -211,6 +215,7 @@ func (b *Builder) installOptions(ctx context.Context, python string) (wheel.Inst
 		Interpreter:     b.Options.Interpreter,
 		ScriptShebang:   ScriptShebang,
 		SitePackagesDir: SitePackagesDir,
+		TrustedBytes:    b.Options.TrustedWheels,
 	}
 	compiledBy, err := b.CompiledBy(ctx)
 	if err != nil {

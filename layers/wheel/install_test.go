@@ -143,17 +143,22 @@ func TestInstallRejects(t *testing.T) {
 		{"wheel version 2", writeZip(t, "bad-1.0-py3-none-any.whl", wheelVersion2()), InstallOptions{}, ErrBadWheel, "Wheel-Version"},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dest := filepath.Join(t.TempDir(), "tree")
-			_, err := Install(context.Background(), c.whl, dest, c.opts)
-			if !errors.Is(err, c.want) {
-				t.Fatalf("err = %v, want %v", err, c.want)
-			}
-			if !strings.Contains(err.Error(), c.mentions) {
-				t.Errorf("error %q does not mention %q", err, c.mentions)
-			}
-			assertNothingLeft(t, dest)
-		})
+		// Trusted bytes too: a wheel's members may then be inflated by libdeflate.
+		for _, trusted := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/trusted=%v", c.name, trusted), func(t *testing.T) {
+				dest := filepath.Join(t.TempDir(), "tree")
+				o := c.opts
+				o.TrustedBytes = trusted
+				_, err := Install(context.Background(), c.whl, dest, o)
+				if !errors.Is(err, c.want) {
+					t.Fatalf("err = %v, want %v", err, c.want)
+				}
+				if !strings.Contains(err.Error(), c.mentions) {
+					t.Errorf("error %q does not mention %q", err, c.mentions)
+				}
+				assertNothingLeft(t, dest)
+			})
+		}
 	}
 }
 
