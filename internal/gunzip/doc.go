@@ -1,5 +1,6 @@
-// Package gunzip inflates a gzip stream held in memory in one call (Whole), or one
-// member per call into a buffer of a member's size (NewMembers: the layer blobs oci
+// Package gunzip inflates a gzip stream held in memory in one call (Whole), a zip
+// member's deflate stream in one call (Deflated), or one gzip member per call into a
+// buffer of a member's size (NewMembers: the layer blobs oci
 // writes are members of oci.GzipMember bytes of tar each), with
 // libdeflate where pylayer is built with cgo and the libdeflate build tag (as
 // scripts/build.sh builds pylayer-full, the binary that pulls). That is about
@@ -30,4 +31,10 @@
 // Whole runs C on a blob's bytes. The host cache calls it only after the blob
 // matched the digest a verified manifest names, so a stream crafted to attack
 // the decoder would have to be signed by a trusted key first.
+//
+// Deflated inflates one raw deflate stream (a zip member's data) into a buffer of
+// its stated size, its CRC-32 checked, under the same rules (exactly that, or
+// decline). The wheel installer calls it only for wheels its caller trusts as
+// much as the lock that pinned their hash (wheel.InstallOptions.TrustedBytes: a
+// user's own build), never for a broker's builds, which install agents' uploads.
 package gunzip
