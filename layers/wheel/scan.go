@@ -344,20 +344,20 @@ func verifyMembers(ctx context.Context, ra io.ReaderAt, files []*zip.File, rows 
 }
 
 // inflateHeld is the fast path of a member the install holds, of a wheel whose bytes are
-// trusted (InstallOptions.TrustedBytes): its deflate data read in
-// one call from ra, the archive, and inflated in one call into a buffer of its RECORD
-// size, with libdeflate (gunzip.Deflated, in pylayer-full), which inflates about twice as
-// fast as compress/flate: a cold build of the office set spent 8% of its CPU in
-// archive/zip's inflater. It checks what archive/zip checks: the size, the CRC-32 the
-// central directory states, and a data descriptor's CRC-32 against it. It returns nil
-// whenever it does not apply (no libdeflate, a stored member, compressed data larger than
-// a deflate stream of that size can be) or the member is not exactly what the archive
-// says (another size, a bad stream, another CRC-32): the caller then reads it through
+// trusted (InstallOptions.TrustedBytes): its deflate data read in one call from ra, the
+// archive, and inflated in one call into a buffer of its RECORD size, with libdeflate
+// (gunzip.Deflated, in pylayer-full), which inflates about twice as fast as
+// compress/flate: a cold build of the office set spent 8% of its CPU in archive/zip's
+// inflater. It checks what archive/zip checks: the size, the CRC-32 the central
+// directory states, and a data descriptor's CRC-32 against it. It returns nil whenever it
+// does not apply (no libdeflate, a stored member, compressed data larger than a deflate
+// stream of that size can be) or the member is not exactly what the archive says
+// (another size, a bad stream, another CRC-32): the caller then reads it through
 // archive/zip as before, whose errors are the ones users see. Either way the bytes are
 // then checked against RECORD, whose digests decide: libdeflate's one known leniency
 // (internal/gunzip) lets through a stream Go calls corrupt only if it inflates to the
-// very bytes RECORD names. raw is a buffer for the compressed bytes, reused from
-// member to member.
+// very bytes RECORD names. raw is a buffer for the compressed bytes, reused from member
+// to member.
 func inflateHeld(ra io.ReaderAt, zf *zip.File, size int64, raw *[]byte) []byte {
 	if !gunzip.Available || zf.Method != zip.Deflate || size <= 0 {
 		return nil
