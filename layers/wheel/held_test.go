@@ -95,6 +95,21 @@ func rezip(t *testing.T, whl string, edit func(h *zip.FileHeader, raw []byte) []
 	return out
 }
 
+// TestInflateHeldOnlyTrusted: libdeflate reads the members of a trusted wheel only (where
+// pylayer has it); an untrusted one's, an agent's upload, meet Go's inflater alone.
+func TestInflateHeldOnlyTrusted(t *testing.T) {
+	w := fixture.Wheel{Name: "held", Version: "1.0", Files: []fixture.File{{Path: "held/__init__.py", Data: bytes.Repeat([]byte("x = 1\n"), 500)}}}
+	whl := writeWheel(t, w)
+	for _, trusted := range []bool{false, true} {
+		before := inflatedHeld.Load()
+		installT(t, whl, InstallOptions{TrustedBytes: trusted})
+		n := inflatedHeld.Load() - before
+		if want := trusted && gunzip.Available; want != (n > 0) {
+			t.Errorf("trusted %v: libdeflate inflated %d members, libdeflate available %v", trusted, n, gunzip.Available)
+		}
+	}
+}
+
 // heldAndStreamed installs whl, trusted, with its members held (inflated by libdeflate
 // where pylayer has it), then streamed, and returns the two outcomes ("<nil>" or the
 // error's text).

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/pylayer/pylayer/internal/fsx"
@@ -395,8 +396,12 @@ func inflateHeld(ra io.ReaderAt, zf *zip.File, size int64, raw *[]byte) []byte {
 	if !gunzip.Deflated(dst, buf[:n], zf.CRC32) {
 		return nil
 	}
+	inflatedHeld.Add(1)
 	return dst
 }
+
+// inflatedHeld counts the members inflateHeld inflated (for tests).
+var inflatedHeld atomic.Int64
 
 // dataDest maps "<key>/<rest>" under <name>-<ver>.data to its place in the tree.
 func (p *plan) dataDest(member, sub string) (dest string, kind int, err error) {
