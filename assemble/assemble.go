@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"

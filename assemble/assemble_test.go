@@ -10,11 +10,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/local"

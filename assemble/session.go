@@ -7,10 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Session is what a broker session is bound to, as the broker records it.

@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // FuzzLayoutIndex: parsing index.json bytes never panics, and whatever parses

@@ -8,9 +8,8 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // This file is the multi-platform artifact: an OCI image index (not the layout's
@@ -100,7 +99,7 @@ func (x PlatformIndex) Encode() ([]byte, v1.Descriptor, error) {
 	first := entries[0]
 	created := ""
 	idx := v1.Index{
-		Versioned:    specs.Versioned{SchemaVersion: 2},
+		Versioned:    v1.Versioned{SchemaVersion: 2},
 		MediaType:    v1.MediaTypeImageIndex,
 		ArtifactType: first.Desc.ArtifactType,
 		Manifests:    make([]v1.Descriptor, 0, len(entries)),

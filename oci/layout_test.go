@@ -15,8 +15,9 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // layerFile builds a one-file layer with TarTree into a file and returns it.

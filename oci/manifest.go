@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	specs "github.com/opencontainers/image-spec/specs-go"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // LayerBlob is one layer of an Artifact: a blob already written to a file
@@ -78,7 +77,7 @@ func (a Artifact) Manifest() ([]byte, v1.Descriptor, error) {
 		return nil, v1.Descriptor{}, err
 	}
 	m := v1.Manifest{
-		Versioned:    specs.Versioned{SchemaVersion: 2},
+		Versioned:    v1.Versioned{SchemaVersion: 2},
 		MediaType:    v1.MediaTypeImageManifest,
 		ArtifactType: a.ArtifactType,
 		Config: v1.Descriptor{

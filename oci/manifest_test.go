@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // goldenManifest pins the manifest digest of fixedArtifact.

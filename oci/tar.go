@@ -18,8 +18,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/klauspost/compress/gzip"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // GzipLevel is the fixed compression level of layer blobs. Level 6 (zlib's

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // Pinned digests of the golden tree. They change when the tar or gzip bytes

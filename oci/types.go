@@ -4,8 +4,8 @@ import (
 	"errors"
 	"fmt"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Artifact and media types of pylayer artifacts.

@@ -7,8 +7,8 @@ import (
 	"hash"
 	"io"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // VerifyReader checks content against its descriptor while it streams: it passes

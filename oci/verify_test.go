@@ -8,8 +8,8 @@ import (
 	"testing"
 	"testing/iotest"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 func TestVerifyReader(t *testing.T) {

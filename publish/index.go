@@ -5,11 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry"
 )
 

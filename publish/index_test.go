@@ -6,10 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // TestPublishIndex: two platforms' artifacts are published and signed on their own, then

@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"io"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/internal/logctx"
 	"github.com/pylayer/pylayer/layers/build"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/sbom"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry"
 )
 

@@ -18,9 +18,9 @@ import (
 	"time"
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
-	"github.com/opencontainers/go-digest"
 
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // server is go-containerregistry's in-memory registry behind a handler that records

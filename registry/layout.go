@@ -11,10 +11,9 @@ import (
 	"path/filepath"
 	"sync"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // layoutRepo is an OCI image layout directory (oci.Layout). The directory is created by the

@@ -3,9 +3,8 @@ package registry
 import (
 	"context"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"

@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
-	"github.com/opencontainers/go-digest"
+
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // Options configure a Repo opened with Open. The zero value is ready to use.

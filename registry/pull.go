@@ -8,12 +8,11 @@ import (
 	"io"
 	"strings"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/trust"
 )

@@ -8,10 +8,9 @@ import (
 	"os"
 	"sync"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Open opens the repository ref names (its tag and digest are ignored): an OCI layout for

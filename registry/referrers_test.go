@@ -13,10 +13,10 @@ import (
 	"testing"
 
 	ggcr "github.com/google/go-containerregistry/pkg/registry"
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // newReferrersServer is newServer with go-containerregistry's referrers API turned on.

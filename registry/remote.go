@@ -16,11 +16,11 @@ import (
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry/local"
 )
 

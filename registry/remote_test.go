@@ -14,9 +14,9 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 func TestPushDedupAndRoundTrip(t *testing.T) {

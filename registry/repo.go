@@ -5,9 +5,8 @@ import (
 	"errors"
 	"io"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Repo is one repository of artifacts: a repository in a registry, or an OCI image layout

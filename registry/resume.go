@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // resumeBody is the body of a blob GET that, when the connection breaks mid-stream,

@@ -9,10 +9,9 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // PushBlob uploads d unless the repository has it (HEAD) or can mount it from

@@ -6,9 +6,8 @@ import (
 	"errors"
 	"io"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry/cache"
 	"github.com/pylayer/pylayer/registry/local"
 	"github.com/pylayer/pylayer/registry/trust"

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/catalog"
 	"github.com/pylayer/pylayer/internal/bg"
@@ -22,6 +20,7 @@ import (
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/publish"
 	"github.com/pylayer/pylayer/registry"
 )

@@ -5,12 +5,11 @@ import (
 	"encoding/hex"
 	"time"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/internal/memo"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // The worker's hot-path caches: what a request's classification resolved, what this

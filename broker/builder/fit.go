@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/interp"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // fits checks, with lock.CheckStack (the check run and ensure make), that l can be bound to

@@ -5,13 +5,12 @@ package cli
 import (
 	"context"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/assemble"
 	"github.com/pylayer/pylayer/broker"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry"
 	"github.com/pylayer/pylayer/registry/cache"
 )

@@ -9,9 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci/sbom"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // verifiedSBOM is the attestation part of verify --json.

@@ -17,12 +17,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/internal/testenv"
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/test/fixture"
 )
 

@@ -7,10 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // KindPython is the dev.pylayer.kind annotation of interpreter artifacts.

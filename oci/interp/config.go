@@ -11,10 +11,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // MountPath is where every sandbox mounts the interpreter prefix.

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 func TestProbeDebianPrefix(t *testing.T) {

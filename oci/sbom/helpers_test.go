@@ -12,13 +12,12 @@ import (
 	"strings"
 	"testing"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/interp"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // testWheel is one wheel of a test layer: its lock entry and the METADATA its tree holds

@@ -10,10 +10,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/wheel"
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // maxMetadataBytes bounds the METADATA read from a layer (long descriptions included),

@@ -7,7 +7,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // TestScanLayerCodecs: METADATA is found in a layer blob whatever its codec, plain,

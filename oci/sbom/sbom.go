@@ -10,14 +10,14 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/pep508"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/interp"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // ErrInvalid: the artifact cannot be described (a manifest that contradicts its config,

@@ -7,12 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/interp"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // officeLike is a layer whose wheels declare their licenses each way core metadata can.

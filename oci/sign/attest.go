@@ -8,8 +8,9 @@ import (
 	"strings"
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // In-toto statement types and the predicate types pylayer attests.

@@ -12,8 +12,8 @@ import (
 	"testing"
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/internal/testenv"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // interopSBOM is a small SPDX 2.3 document, in the canonical form NewStatement keeps.

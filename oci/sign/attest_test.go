@@ -11,8 +11,9 @@ import (
 	"testing"
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // TestPAE: the example of DSSE's protocol specification.

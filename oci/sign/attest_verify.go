@@ -8,9 +8,9 @@ import (
 	"sort"
 	"strings"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // ErrNoAttestation: the artifact has no attestation of the predicate type asked for.

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/internal/testenv"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // cosignBinary finds the stock cosign CLI: $PYLAYER_COSIGN, or where `make tools`

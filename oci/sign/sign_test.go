@@ -14,9 +14,9 @@ import (
 	"testing"
 
 	ggcr "github.com/google/go-containerregistry/pkg/v1"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 const testPassword = "correct horse battery staple"

@@ -23,9 +23,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	ggstatic "github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // remoteStore is a minimal Store over go-containerregistry's remote package, standing

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 func keyID(s string) string { return digest.FromString(s).String() }

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
 	"github.com/pylayer/pylayer/internal/fsx"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // ErrNotFound: the ref (or layer) is not in the cache.

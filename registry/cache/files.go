@@ -17,10 +17,10 @@ import (
 	"sort"
 
 	"github.com/cespare/xxhash/v2"
-	digest "github.com/opencontainers/go-digest"
 
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // filesSuffix names a tree's manifest: trees/sha256/<hex>.files.

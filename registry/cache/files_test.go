@@ -11,7 +11,8 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
-	digest "github.com/opencontainers/go-digest"
+
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // TestFilesVersions: an install lists every file with the XXH64 of its

@@ -10,8 +10,9 @@ import (
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // FuzzUnpack feeds arbitrary bytes to the unpacker: it must never panic,

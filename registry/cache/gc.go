@@ -14,10 +14,9 @@ import (
 	"strings"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Entry describes one installed layer.

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // installAll installs fixtures and returns them; tree sizes are the file bytes.

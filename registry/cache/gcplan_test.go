@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // TestPlanGC: the pure half of GC, on roots, references, sizes, ages and budgets.

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // A tree's home. An install renames each tree it unpacks into its layer whole

@@ -11,10 +11,9 @@ import (
 	"sync"
 	"time"
 
-	digest "github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // Fetch opens a blob of the artifact being installed. Install checks the size

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	digest "github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // pythonArtifact packs a small prefix with symlinks as an interpreter artifact.

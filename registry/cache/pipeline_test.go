@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // TestInstallUnpacksOnePerCoreWhileOthersFetch: an install unpacks at most one

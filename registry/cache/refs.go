@@ -10,7 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // ErrInvalidRef: a ref name cannot be stored.

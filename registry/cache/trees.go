@@ -14,10 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/internal/fsx"
 	"github.com/pylayer/pylayer/oci"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // maxMemBlobBytes: a blob up to this size is fetched into memory, not into a

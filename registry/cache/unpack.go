@@ -7,8 +7,7 @@ import (
 	"io"
 	"strings"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/oci/untar"
 )
 

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 func TestUnsafeArchives(t *testing.T) {

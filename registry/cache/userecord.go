@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	digest "github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // maxUseRecordBytes bounds a use record: real ones are a few hundred bytes per wheel.

@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
 	"github.com/pylayer/pylayer/oci/interp"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // ErrInconsistent: a signed manifest contradicts its own config (the lock of a layer, the

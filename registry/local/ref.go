@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // ErrInvalidRef: a reference cannot be parsed.

@@ -7,11 +7,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/opencontainers/go-digest"
-
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/layers/target"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/interp"
 	"github.com/pylayer/pylayer/oci/sign"
 	"github.com/pylayer/pylayer/registry/cache"

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // FuzzUseRecord: a use record read back from the cache is only accepted whole and valid,

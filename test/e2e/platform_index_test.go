@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 )
 
 // platformIndexed is the --json output of pylayer publish with several locks.

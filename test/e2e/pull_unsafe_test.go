@@ -13,12 +13,12 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/klauspost/compress/zstd"
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/pylayer/pylayer/layers/lock"
 	"github.com/pylayer/pylayer/oci"
+	"github.com/pylayer/pylayer/oci/digest"
 	"github.com/pylayer/pylayer/oci/sign"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	"github.com/pylayer/pylayer/registry"
 	registrytest "github.com/pylayer/pylayer/test/registry"
 )

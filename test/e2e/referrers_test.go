@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	registrytest "github.com/pylayer/pylayer/test/registry"
 )
 

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
-	v1 "github.com/opencontainers/image-spec/specs-go/v1"
-
+	"github.com/pylayer/pylayer/oci/digest"
+	v1 "github.com/pylayer/pylayer/oci/spec/v1"
 	registrytest "github.com/pylayer/pylayer/test/registry"
 )
 

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/opencontainers/go-digest"
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // Request is one request the registry answered, from its JSON log.

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/opencontainers/go-digest"
 	"github.com/pylayer/pylayer/internal/testenv"
+	"github.com/pylayer/pylayer/oci/digest"
 	"golang.org/x/crypto/bcrypt"
 )
 

@@ -19,7 +19,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/opencontainers/go-digest"
+
+	"github.com/pylayer/pylayer/oci/digest"
 )
 
 // get sends GET url with optional basic auth and returns status and headers.
