@@ -199,15 +199,31 @@ nfiles=$(wc -l <"$work/files.crane")
 pl=(); bl=(); cr=(); tx=(); ct=(); cts=(); plcpu=(); blcpu=(); ctcpu=(); timed=("$fs/warm" "$fs/warm-x" "$fs/warm-cache")
 TIMEFORMAT='%3U %3S' # bash's time: user and system CPU seconds of the command and its children
 cpu() { awk '{ printf "%d", ($1 + $2) * 1000000 }' "$1"; } # cpu FILE: user+sys of a `time` line, in us
+# settle: what each timed tool starts from, the same for each. The dirty pages of the one
+# before are written back (sync: pylayer's syncfs would pay for them), and, as root, the page
+# cache is dropped and the registry's blobs read back into it. Without the drop, the page
+# cache grows by ~350 MB a run, and on this project's VMs a page the guest has not used before
+# costs the host a fault on first touch: pylayer's pull of the curated set went from
+# 0.34-0.52 s (0.25-0.46 s system CPU) to 0.74-0.83 s (0.86-0.98 s system CPU, in
+# copy_folio_from_iter_atomic and clear_page_erms) as the cache reached 7 GB, and back after
+# a drop, so the median of a run depended on which runs came after a few GB of others' files.
+# The tools' own binaries are read back too, so that no side pays for paging its code in.
+settle() {
+  sync
+  if [[ -w /proc/sys/vm/drop_caches ]]; then
+    echo 3 >/proc/sys/vm/drop_caches
+    find "$work/registry" -type f -exec cat {} + >/dev/null
+    cat "$PYLAYER" "$(dirname "$PYLAYER")/pylayer-full" ${BASE:+"$BASE"} "$crane" "$(command -v tar)" "$(command -v gzip)" >/dev/null 2>&1 || true
+  fi
+}
 for ((i = 1; i <= RUNS; i++)); do
   echo "run $i/$RUNS ..." >&2
-  sync
   order=(pylayer crane); ((i % 2)) || order=(crane pylayer) # alternate who goes first
   if [[ -n $BASE ]]; then # rotate the three
     case $((i % 3)) in 1) order=(pylayer base crane) ;; 2) order=(base crane pylayer) ;; 0) order=(crane pylayer base) ;; esac
   fi
   for who in "${order[@]}"; do
-    sync # start each tool with no dirty pages of the other's: pylayer's syncfs would pay for them
+    settle
     if [[ $who == pylayer ]]; then
       t0=$(now); { time pull_pylayer "$ref_a" "$fs/cache$i" >/dev/null 2>&3; } 3>&2 2>"$work/cpu"; t1=$(now)
       pl+=($(((t1 - t0) / 1000))); plcpu+=($(cpu "$work/cpu"))
