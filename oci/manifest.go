@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -165,7 +164,7 @@ func (a Artifact) check() error {
 		if l.WheelSHA256 == "" && a.ArtifactType == ArtifactTypePython {
 			continue // an interpreter layer comes from no wheel
 		}
-		if !isHexSHA256(l.WheelSHA256) {
+		if digest.SHA256.Validate(l.WheelSHA256) != nil {
 			return bad("layer %d (%s): wheel sha256 %q is not 64 lowercase hex digits", i, l.Title, l.WheelSHA256)
 		}
 	}
@@ -178,14 +177,6 @@ func (a Artifact) created() string {
 		return CreatedEpoch
 	}
 	return a.Created.UTC().Truncate(time.Second).Format(time.RFC3339)
-}
-
-func isHexSHA256(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // ParseManifest decodes and checks manifest bytes: an OCI image manifest

@@ -136,7 +136,7 @@ func (d Digest) Validate() error {
 	}
 	a, encoded := Algorithm(s[:i]), s[i+1:]
 	if !a.Available() {
-		if !wellFormed(s) {
+		if !wellFormed(string(a), encoded) {
 			return ErrDigestInvalidFormat
 		}
 		return ErrDigestUnsupported
@@ -144,11 +144,11 @@ func (d Digest) Validate() error {
 	return a.Validate(encoded)
 }
 
-// wellFormed reports whether s matches the OCI digest grammar, go-digest's
-// ^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$.
-func wellFormed(s string) bool {
-	alg, encoded, ok := strings.Cut(s, ":")
-	if !ok || encoded == "" {
+// wellFormed reports whether alg ":" encoded, split at its first ':', matches the OCI
+// digest grammar, go-digest's ^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]+$ (a second
+// ':' is not in encoded's alphabet).
+func wellFormed(alg, encoded string) bool {
+	if encoded == "" {
 		return false
 	}
 	lowerAlnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
