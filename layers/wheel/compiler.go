@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -378,7 +377,7 @@ func (c *Compiler) fail(w *worker, err error) error {
 // w is killed; on any error w is gone, else it is back in the pool.
 func (c *Compiler) request(ctx context.Context, w *worker, req compileReq) (compileRes, error) {
 	var res compileRes
-	b, err := json.Marshal(req)
+	b, err := encodeReq(req)
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -387,7 +386,7 @@ func (c *Compiler) request(ctx context.Context, w *worker, req compileReq) (comp
 		return res, err
 	}
 	var line []byte
-	if _, err = w.stdin.Write(append(b, '\n')); err == nil {
+	if _, err = w.stdin.Write(b); err == nil {
 		line, err = w.readLine(ctx)
 	}
 	if err == nil && string(line) == "!\n" {

@@ -138,3 +138,30 @@ func TestPycReproducibleAcrossRuns(t *testing.T) {
 		}
 	}
 }
+
+// TestEncodeReq: a request is one line of NUL-separated UTF-8 fields, and a path that
+// could not be read back as one (a NUL, a newline, bytes that are not UTF-8) is refused
+// with an error naming it, before anything reaches the interpreter.
+func TestEncodeReq(t *testing.T) {
+	b, err := encodeReq(compileReq{Root: "/t/site", Prefix: "/opt/p", Files: []string{"a/b.py", "é.py"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "/t/site\x00/opt/p\x00a/b.py\x00é.py\n"; string(b) != want {
+		t.Errorf("encodeReq = %q, want %q", b, want)
+	}
+	if b, err := encodeReq(compileReq{Root: "/t", Prefix: "/p"}); err != nil || string(b) != "/t\x00/p\n" {
+		t.Errorf("no files: %q, %v", b, err)
+	}
+	for _, bad := range []compileReq{
+		{Root: "/t", Prefix: "/p", Files: []string{"a\x00b.py"}},
+		{Root: "/t", Prefix: "/p", Files: []string{"a\nb.py"}},
+		{Root: "/t\n", Prefix: "/p"},
+		{Root: "/t", Prefix: "/p\x00"},
+		{Root: "/t", Prefix: "/p", Files: []string{"\xff.py"}},
+	} {
+		if _, err := encodeReq(bad); err == nil || !strings.Contains(err.Error(), "NUL or a newline, or is not UTF-8") {
+			t.Errorf("encodeReq(%q) err = %v, want a refusal", bad, err)
+		}
+	}
+}
