@@ -24,6 +24,15 @@ import (
 // b compiles .pyc with, or be "" when b compiles none. The .pyc are part of the blobs'
 // bytes, and so is the config's compiled_by part of the key: one key has one digest.
 func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifact, error) {
+	return LayerArtifactWith(ctx, b, l, nil)
+}
+
+// LayerArtifactWith is LayerArtifact that also calls onBlob (unless nil) with each layer
+// blob as soon as it is packed, while the other trees install: a build into a layout
+// writes each blob there then (Layout.PutLayerBlob), not all of them after the last.
+// onBlob runs in the packing worker, so it must be safe for concurrent use; its error
+// ends the build.
+func LayerArtifactWith(ctx context.Context, b *build.Builder, l *lock.Lock, onBlob func(context.Context, LayerBlob) error) (Artifact, error) {
 	by, err := b.CompiledBy(ctx)
 	if err != nil {
 		return Artifact{}, err
@@ -52,6 +61,11 @@ func LayerArtifact(ctx context.Context, b *build.Builder, l *lock.Lock) (Artifac
 			return fmt.Errorf("packing %s: %w", t.Package.Filename, err)
 		}
 		blobs[i] = lb
+		if onBlob != nil {
+			if err := onBlob(ctx, lb); err != nil {
+				return err
+			}
+		}
 		if !fixed {
 			if built[i], err = wheelBuiltAt(ctx, b, t.Package); err != nil {
 				return err

@@ -2,7 +2,9 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 
 	"net/http/httptest"
 	"os"
@@ -235,5 +237,67 @@ func TestLayerCreated(t *testing.T) {
 	_, err := LayerArtifact(context.Background(), &build.Builder{Root: filepath.Join(dir, "cache")}, goldenLock(t, dir))
 	if err == nil || !strings.Contains(err.Error(), "SOURCE_DATE_EPOCH") {
 		t.Errorf("malformed SOURCE_DATE_EPOCH: %v, want an error naming it", err)
+	}
+}
+
+// TestLayerArtifactWithPutsEachBlob: with onBlob, every layer blob is handed over once, as
+// it is packed; Layout.PutLayerBlob writes it into the layout, so that Put only adds the
+// config, the manifest and the tag, and the digest is the golden one. An error of onBlob
+// ends the build with it.
+func TestLayerArtifactWithPutsEachBlob(t *testing.T) {
+	const golden = "sha256:3a124096163eed3c72ca8988aeb17138a573732aa584a3b9910e837c0974f770"
+	dir := t.TempDir()
+	l := goldenLock(t, dir)
+	srv, err := index.NewServer(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lay, err := OpenLayout(filepath.Join(dir, "oci"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	b := &build.Builder{Root: filepath.Join(dir, "cache"), Fetcher: c}
+	var mu sync.Mutex
+	handed := map[string]int{}
+	a, err := LayerArtifactWith(ctx, b, l, func(ctx context.Context, lb LayerBlob) error {
+		mu.Lock()
+		handed[lb.Desc.Digest.String()]++
+		mu.Unlock()
+		return lay.PutLayerBlob(ctx, lb)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(handed) != len(a.Layers) {
+		t.Errorf("%d blobs handed over, the artifact has %d layers", len(handed), len(a.Layers))
+	}
+	for _, lb := range a.Layers {
+		if n := handed[lb.Desc.Digest.String()]; n != 1 {
+			t.Errorf("layer %s handed over %d times, want once", lb.Title, n)
+		}
+		if size, ok := lay.blobSize(lb.Desc.Digest); !ok || size != lb.Desc.Size {
+			t.Errorf("layer %s is not in the layout before Put", lb.Title)
+		}
+	}
+	key, _ := l.Key()
+	d, err := lay.Put(ctx, a, "base-"+key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Digest.String() != golden {
+		t.Errorf("manifest digest %s, golden %s", d.Digest, golden)
+	}
+
+	boom := errors.New("no room in the layout")
+	fresh := &build.Builder{Root: filepath.Join(dir, "cache2"), Fetcher: c}
+	if _, err := LayerArtifactWith(ctx, fresh, goldenLock(t, dir), func(context.Context, LayerBlob) error { return boom }); !errors.Is(err, boom) {
+		t.Errorf("onBlob failing: err = %v, want %v", err, boom)
 	}
 }

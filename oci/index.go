@@ -47,7 +47,7 @@ func (l *Layout) Put(ctx context.Context, a Artifact, tag string) (v1.Descriptor
 	})
 	for _, lb := range a.Layers {
 		g.Go(func() error {
-			if err := l.putFile(gctx, lb); err != nil {
+			if err := l.PutLayerBlob(gctx, lb); err != nil {
 				return fmt.Errorf("putting %s: layer %s: %w", tag, lb.Title, err)
 			}
 			return nil
@@ -101,7 +101,10 @@ func (l *Layout) Tag(ctx context.Context, entry v1.Descriptor, tag string) error
 	return nil
 }
 
-func (l *Layout) putFile(ctx context.Context, lb LayerBlob) error {
+// PutLayerBlob writes a layer blob file into the layout, its digest checked as it is
+// copied, unless the layout has it already. A blob no manifest names yet is harmless: Put
+// writes the manifest and the tag after every blob.
+func (l *Layout) PutLayerBlob(ctx context.Context, lb LayerBlob) error {
 	if size, ok := l.blobSize(lb.Desc.Digest); ok && size == lb.Desc.Size {
 		return nil
 	}

@@ -101,7 +101,8 @@ func runBuild(cmd *cobra.Command, g *globals, f *buildFlags, lockPath string) er
 		}
 	}
 	warnings := nativeWarnings(cmd, b)
-	a, err := oci.LayerArtifact(ctx, b, l)
+	// Each blob goes into the layout as soon as it is packed; Put then finds them there.
+	a, err := oci.LayerArtifactWith(ctx, b, l, layout.PutLayerBlob)
 	if err != nil {
 		return err
 	}
