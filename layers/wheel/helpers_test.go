@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,6 +40,25 @@ func compileInterpreter(t testing.TB) string {
 	}
 	t.Fatal("a python3.11 interpreter is required (/root/.pyenv/versions/3.11.7/bin/python3.11 or /usr/bin/python3.11)")
 	return ""
+}
+
+// compileInterpreters is compileInterpreter and, beside it, every other CPython 3.10 or
+// later of the machine's pyenv: the compile server must match a fresh process on each.
+func compileInterpreters(t testing.TB) []string {
+	t.Helper()
+	interps := []string{compileInterpreter(t)}
+	if interps[0] != "/usr/bin/python3.11" {
+		interps = append(interps, "/usr/bin/python3.11")
+	}
+	found, _ := filepath.Glob("/root/.pyenv/versions/3.*/bin/python3")
+	for _, p := range found {
+		v := strings.TrimPrefix(filepath.Base(filepath.Dir(filepath.Dir(p))), "3.")
+		minor, _, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(minor); err == nil && n >= 10 && !strings.HasPrefix(interps[0], filepath.Dir(filepath.Dir(p))+"/") {
+			interps = append(interps, p)
+		}
+	}
+	return interps
 }
 
 // runPython runs script with python and returns stdout, failing the test on error.

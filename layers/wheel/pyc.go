@@ -71,6 +71,13 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // checks, with marshal, that no other singleton became interned. If one did, it answers
 // "!" and exits: the caller compiles that wheel again in a fresh process.
 //
+// It imports nothing from its working directory (sys.path[0] for -c), and moves to "/"
+// before its first line: the private directory it starts in is removed once it has
+// said hello, and CPython 3.13.0 fails the first compile of a file with a coding cookie
+// in a process whose working directory is gone ("SystemError: error return without
+// exception set"), which made such a file's .pyc missing or there by the order the
+// processes took the files in. Every path it is given is absolute (encodeReq).
+//
 // It does what py_compile.compile does for an unchecked-hash .pyc, through the same
 // importlib calls but without its per-file checks, loader object and FileExistsError
 // raised for every existing __pycache__: a third less time per file. It writes each
@@ -80,6 +87,10 @@ sys.stdout.buffer.write(json.dumps(out).encode("ascii"))
 // calls py_compile.
 const serveScript = `
 import sys
+if sys.path and sys.path[0] == "":  # the working directory: nothing is imported from it
+    del sys.path[0]
+import posix
+posix.chdir("/")
 bootstrap = sys.modules.get("_frozen_importlib_external")
 if bootstrap is None:
     import importlib.util as bootstrap
@@ -179,6 +190,9 @@ func encodeReq(req compileReq) ([]byte, error) {
 	n := len(req.Root) + len(req.Prefix) + 2
 	for _, f := range req.Files {
 		n += len(f) + 1
+	}
+	if !filepath.IsAbs(req.Root) {
+		return nil, fmt.Errorf("compiling .pyc: the root %q is not an absolute path", req.Root)
 	}
 	b := make([]byte, 0, n)
 	for i, f := range append([]string{req.Root, req.Prefix}, req.Files...) {

@@ -153,6 +153,9 @@ func TestEncodeReq(t *testing.T) {
 	if b, err := encodeReq(compileReq{Root: "/t", Prefix: "/p"}); err != nil || string(b) != "/t\x00/p\n" {
 		t.Errorf("no files: %q, %v", b, err)
 	}
+	if _, err := encodeReq(compileReq{Root: "t/site", Prefix: "/p"}); err == nil || !strings.Contains(err.Error(), "not an absolute path") {
+		t.Errorf("a relative root: err = %v, want a refusal", err)
+	}
 	for _, bad := range []compileReq{
 		{Root: "/t", Prefix: "/p", Files: []string{"a\x00b.py"}},
 		{Root: "/t", Prefix: "/p", Files: []string{"a\nb.py"}},
