@@ -68,18 +68,25 @@ func fileSHA256(t *testing.T, p string) (string, int64) {
 	return d.Encoded(), fi.Size()
 }
 
-func buildInto(t *testing.T, l *lock.Lock, idxDir, cache, out string) string {
+// indexClient serves the index in dir for the rest of the test and returns its client.
+func indexClient(t *testing.T, dir string) *index.Client {
 	t.Helper()
-	srv, err := index.NewServer(idxDir)
+	srv, err := index.NewServer(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv)
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+func buildInto(t *testing.T, l *lock.Lock, idxDir, cache, out string) string {
+	t.Helper()
+	c := indexClient(t, idxDir)
 	lay, err := OpenLayout(out)
 	if err != nil {
 		t.Fatal(err)
@@ -248,16 +255,7 @@ func TestLayerArtifactWithPutsEachBlob(t *testing.T) {
 	const golden = "sha256:3a124096163eed3c72ca8988aeb17138a573732aa584a3b9910e837c0974f770"
 	dir := t.TempDir()
 	l := goldenLock(t, dir)
-	srv, err := index.NewServer(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv)
-	defer hs.Close()
-	c, err := index.New(hs.URL+"/simple/", index.WithNetrc(""))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := indexClient(t, dir)
 	lay, err := OpenLayout(filepath.Join(dir, "oci"))
 	if err != nil {
 		t.Fatal(err)
