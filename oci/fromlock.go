@@ -63,7 +63,7 @@ func LayerArtifactWith(ctx context.Context, b *build.Builder, l *lock.Lock, onBl
 		blobs[i] = lb
 		if onBlob != nil {
 			if err := onBlob(ctx, lb); err != nil {
-				return err
+				return fmt.Errorf("layer blob of %s: %w", t.Package.Filename, err)
 			}
 		}
 		if !fixed {
