@@ -40,9 +40,9 @@ func WithConnector(wrap func(driver.Connector) driver.Connector) Option {
 	return func(o *options) { o.wrap = wrap }
 }
 
-// writeConns is the connections of the transactions' pool: the group commit's leader
-// and one to spare.
-const writeConns = 2
+// writeConns is the connections of the transactions' pool: the group commit's two
+// leaders (the clients' writes and the background's: sqlstore's Lanes) and one to spare.
+const writeConns = 3
 
 // WithMaxConns bounds the open connections of the reads' pool (default 16; the
 // transactions have writeConns more, and the change feed one).
@@ -93,8 +93,8 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w (is PostgreSQL running there, and does the database exist?)", Redact(dsn), err)
 	}
-	// Transactions have connections of their own: the group commit runs one batch at a
-	// time, and must not queue for a connection behind a burst of reads.
+	// Transactions have connections of their own: each lane of the group commit runs one
+	// batch at a time, and must not queue for a connection behind a burst of reads.
 	w := sql.OpenDB(c)
 	w.SetMaxOpenConns(writeConns)
 	w.SetMaxIdleConns(writeConns)
@@ -147,6 +147,7 @@ var dialect = &sqlstore.Dialect{
 	CheckWrite:     checkWrite,
 	Notify:         `SELECT pg_notify('` + channel + `', p) FROM unnest(?::text[]) AS p`,
 	GroupCommit:    true,
+	Lanes:          true,
 	ReadBatches:    readBatches,
 	InList:         `= ANY(?::text[])`,
 	ListArg:        func(keys []string) any { return keys },

@@ -30,7 +30,7 @@ func (s *Store) BindApproved(ctx context.Context, p broker.PublishedLayer, limit
 		iso = `decision = ?`
 	}
 	var bound []broker.Request
-	err := s.inTx(ctx, func(t tx) error {
+	err := s.inBackground(ctx, func(t tx) error {
 		bound = bound[:0]
 		rows, err := t.query(ctx, `SELECT `+requestCols+` FROM requests
 			WHERE state = ? AND lock_key = ? AND upload = '' AND `+iso+`

@@ -46,7 +46,7 @@ func (s *Store) ClaimBuild(ctx context.Context, l broker.Lease) (broker.Request,
 	now := l.At()
 	var r broker.Request
 	found := false
-	err := s.inTx(ctx, func(t tx) error {
+	err := s.inBackground(ctx, func(t tx) error {
 		var id, state, holder string
 		var until int64
 		err := t.queryRow(ctx, `SELECT id, state, lease_holder, lease_until FROM requests
@@ -91,7 +91,7 @@ func (s *Store) RenewBuild(ctx context.Context, id string, l broker.Lease) error
 	if err := checkLease(l); err != nil {
 		return fmt.Errorf("renewing the lease on request %q: %w", id, err)
 	}
-	res, err := s.exec(ctx, (`UPDATE requests SET lease_until = ?
+	res, err := s.execBackground(ctx, (`UPDATE requests SET lease_until = ?
 		WHERE id = ? AND lease_holder = ? AND state IN ('building', 'built')`), l.Until().UnixNano(), id, l.Holder)
 	if err != nil {
 		return fmt.Errorf("renewing the lease on request %q: %w", id, err)
@@ -148,7 +148,7 @@ func (s *Store) FinishBuild(ctx context.Context, id string, l broker.Lease, fn f
 	if err := checkLease(l); err != nil {
 		return fmt.Errorf("finishing the build of request %q: %w", id, err)
 	}
-	return s.inTx(ctx, func(t tx) error {
+	return s.inBackground(ctx, func(t tx) error {
 		if err := t.holds(ctx, id, l.Holder); err != nil {
 			return err
 		}
@@ -169,7 +169,7 @@ func (s *Store) AcquireLease(ctx context.Context, name string, l broker.Lease) (
 	if name == "" {
 		return false, fmt.Errorf("acquiring a lease: %w: no name", broker.ErrInvalid)
 	}
-	res, err := s.exec(ctx, (`INSERT INTO leases (name, holder, until) VALUES (?, ?, ?)
+	res, err := s.execBackground(ctx, (`INSERT INTO leases (name, holder, until) VALUES (?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
 		WHERE leases.holder = excluded.holder OR leases.until < ?`), name, l.Holder, l.Until().UnixNano(), l.At().UnixNano())
 	if err != nil {
@@ -184,7 +184,7 @@ func (s *Store) AcquireLease(ctx context.Context, name string, l broker.Lease) (
 
 // ReleaseLease implements broker.Leases.
 func (s *Store) ReleaseLease(ctx context.Context, name, holder string) error {
-	if _, err := s.exec(ctx, (`DELETE FROM leases WHERE name = ? AND holder = ?`), name, holder); err != nil {
+	if _, err := s.execBackground(ctx, (`DELETE FROM leases WHERE name = ? AND holder = ?`), name, holder); err != nil {
 		return fmt.Errorf("releasing lease %q: %w", name, err)
 	}
 	return nil

@@ -141,7 +141,7 @@ func (s *Store) Classified(ctx context.Context, c broker.Request, b *broker.Bind
 	if err != nil {
 		return fmt.Errorf("classifying request %q: %w", c.ID, err)
 	}
-	return s.inTx(ctx, func(t tx) error {
+	return s.inBackground(ctx, func(t tx) error {
 		if t.later != nil && s.d.ClassifyMany != "" { // a batch: one UPDATE for all (batch.go)
 			t.later.classified = append(t.later.classified, args)
 		} else if err := t.classify(ctx, c, args); err != nil {

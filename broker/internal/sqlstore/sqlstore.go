@@ -42,6 +42,10 @@ type Dialect struct {
 	// GroupCommit queues this process's write transactions and commits those waiting
 	// together (group.go): fewer commits, syncs and round trips under a burst.
 	GroupCommit bool
+	// Lanes, with GroupCommit, commits the background's writes (inBackground) in a group
+	// of their own, beside the clients' (group.go): the database runs two write
+	// transactions at once, and the transactions' pool has a connection for each leader.
+	Lanes bool
 	// ReadBatches, if not 0, coalesces the point reads of sessions, requests and tokens
 	// (coalesce.go): at most this many queries of a kind run at once, and the reads that
 	// arrive meanwhile go together in the next. InList completes "WHERE key" for a list
@@ -82,7 +86,8 @@ type Store struct {
 	mu    sync.Mutex
 	bound map[string]string // query with '?' -> query with the dialect's placeholders
 
-	group group // the write queue, with Dialect.GroupCommit
+	group      group // the write queue, with Dialect.GroupCommit
+	background group // the background's write queue, with Dialect.Lanes (group.go)
 
 	sessions *pointReads[broker.Session] // coalesced point reads (coalesce.go)
 	requests *pointReads[broker.Request]
@@ -311,8 +316,26 @@ func (t tx) queryRow(ctx context.Context, query string, args ...any) scanner {
 
 // inTx runs fn in a write transaction and commits it unless fn fails.
 func (s *Store) inTx(ctx context.Context, fn func(tx) error) error {
+	return s.inGroup(ctx, &s.group, fn)
+}
+
+// inBackground is inTx for a write of the server's own background work (builds, leases,
+// background classifications), in a lane of its own where the database allows (Lanes).
+func (s *Store) inBackground(ctx context.Context, fn func(tx) error) error {
+	return s.inGroup(ctx, s.backgroundLane(), fn)
+}
+
+// backgroundLane is the group of the background's writes: their own with Lanes.
+func (s *Store) backgroundLane() *group {
+	if s.d.Lanes {
+		return &s.background
+	}
+	return &s.group
+}
+
+func (s *Store) inGroup(ctx context.Context, g *group, fn func(tx) error) error {
 	if s.d.GroupCommit {
-		return s.grouped(ctx, fn)
+		return s.grouped(ctx, g, fn)
 	}
 	return s.runTx(ctx, false, fn)
 }
@@ -320,11 +343,20 @@ func (s *Store) inTx(ctx context.Context, fn func(tx) error) error {
 // exec runs one writing statement: in the group's next batch with GroupCommit (a
 // statement outside it would wait in the database's busy handler), else on its own.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return s.execIn(ctx, &s.group, query, args...)
+}
+
+// execBackground is exec for a write of the background's (inBackground).
+func (s *Store) execBackground(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return s.execIn(ctx, s.backgroundLane(), query, args...)
+}
+
+func (s *Store) execIn(ctx context.Context, g *group, query string, args ...any) (sql.Result, error) {
 	if !s.d.GroupCommit {
 		return s.w.ExecContext(ctx, s.q(query), args...)
 	}
 	var res sql.Result
-	err := s.inTx(ctx, func(t tx) error {
+	err := s.inGroup(ctx, g, func(t tx) error {
 		var err error
 		res, err = t.exec(ctx, query, args...)
 		return err

@@ -23,7 +23,7 @@ func (s *Store) bind(ctx context.Context, holder string, b broker.Binding, lockK
 	if err := checkBinding(b.SessionID, &b); err != nil {
 		return fmt.Errorf("binding request %q: %w", b.RequestID, err)
 	}
-	return s.inTx(ctx, func(t tx) error {
+	return s.inBackground(ctx, func(t tx) error {
 		if err := t.holds(ctx, b.RequestID, holder); err != nil {
 			return fmt.Errorf("binding: %w", err)
 		}
