@@ -107,8 +107,18 @@ func (s *Store) ListRequests(ctx context.Context, f broker.RequestFilter) ([]bro
 		w.add("r.updated >= ?", nanos(f.UpdatedSince))
 	}
 	w.keyset("r.created", "r.id", f.After, f.Desc)
+	created := "r.created"
+	if !f.UpdatedSince.IsZero() {
+		// What changed since a version is few rows, and recent ones: found by the index
+		// on updated and then sorted. Ordered by the bare column, PostgreSQL walks the
+		// index on created from the oldest instead, expecting the changed rows spread
+		// through it, and reads nearly all rows before the first (bench/history, 100,000
+		// requests, the last hour's: 21.7 ms; as "+created", which no index orders,
+		// 1.9 ms). SQLite chose the index on updated either way.
+		created = "+r.created"
+	}
 	rows, err := s.query(ctx, `SELECT `+prefixed("r.", requestCols)+` FROM requests r`+w.sql()+
-		order(f.Desc, "r.created", "r.id")+limit(f.Limit), w.args...)
+		order(f.Desc, created, "r.id")+limit(f.Limit), w.args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing requests: %w", err)
 	}
