@@ -50,6 +50,9 @@ type catalog struct {
 	mu       sync.Mutex
 	projects map[string]*project
 	metas    map[string]*metaResult
+	ahead    map[string]bool // projects whose likely pick's metadata was asked for ahead
+
+	wg sync.WaitGroup // the loads running in the background, which Resolve waits for
 }
 
 type metaResult struct {
@@ -74,7 +77,8 @@ func newCatalog(idx Index, t target.Target) (*catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("target python version %q: %w", full, err)
 	}
-	return &catalog{idx: idx, target: t, python: py, projects: map[string]*project{}, metas: map[string]*metaResult{}}, nil
+	return &catalog{idx: idx, target: t, python: py, projects: map[string]*project{}, metas: map[string]*metaResult{},
+		ahead: map[string]bool{}}, nil
 }
 
 // prefetch starts loading a project's file list in the background.
@@ -84,7 +88,11 @@ func (c *catalog) prefetch(ctx context.Context, name string) {
 	if !ok {
 		p := &project{name: name, ready: make(chan struct{})}
 		c.projects[name] = p
-		go c.load(ctx, p)
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.load(ctx, p)
+		}()
 	}
 	c.mu.Unlock()
 }
@@ -214,6 +222,35 @@ func (c *catalog) metadata(ctx context.Context, name string, cand candidate) (*m
 		return nil, ctx.Err()
 	}
 	return m, m.err
+}
+
+// metadataAhead starts fetching a candidate's METADATA in the background, unless it is
+// fetched or being fetched already; metadata then waits for that fetch.
+func (c *catalog) metadataAhead(ctx context.Context, name string, cand candidate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.metas[cand.file.URL]; ok {
+		return
+	}
+	m := &metaResult{ready: make(chan struct{})}
+	c.metas[cand.file.URL] = m
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		m.meta, m.deps, m.err = c.loadMetadata(ctx, name, cand)
+		close(m.ready)
+	}()
+}
+
+// markAhead reports whether name's metadata has not been asked for ahead yet, and marks it.
+func (c *catalog) markAhead(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ahead[name] {
+		return false
+	}
+	c.ahead[name] = true
+	return true
 }
 
 func (c *catalog) loadMetadata(ctx context.Context, name string, cand candidate) (*wheel.Metadata, []pep508.Requirement, error) {

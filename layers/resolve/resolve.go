@@ -97,6 +97,11 @@ func Resolve(ctx context.Context, idx Index, reqs []pep508.Requirement, opts Opt
 	if err != nil {
 		return nil, err
 	}
+	// Nothing started in the background outlives the resolution: what it still fetches
+	// when the answer is known is cancelled and waited for.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cat.wg.Wait()
+	defer cancel()
 	if opts.MaxSteps == 0 {
 		opts.MaxSteps = 20000
 	}
@@ -127,6 +132,7 @@ func Resolve(ctx context.Context, idx Index, reqs []pep508.Requirement, opts Opt
 		}
 		st.queue = append(st.queue, edge{req: q, cause: cause{by: "you requested", spec: q.String()}})
 		cat.prefetch(ctx, q.Key())
+		r.ahead(ctx, st, q)
 	}
 	final, err := r.solve(ctx, st)
 	if err != nil {
@@ -314,7 +320,42 @@ func (r *resolver) enqueue(ctx context.Context, st *state, name string, ch *choi
 		}
 		st.queue = append(st.queue, edge{req: d, parent: name, cause: cause{by: fmt.Sprintf("%s %s requires", name, ch.cand.version), spec: d.String()}})
 		r.cat.prefetch(ctx, d.Key())
+		r.ahead(ctx, st, d)
 	}
+}
+
+// ahead fetches in the background, once per project, the METADATA of the version choose
+// will most likely try first for req's project: the highest that req and the constraints
+// allow. choose then finds it fetched or in flight (catalog.metadata waits for it), so the
+// metadata of a resolution's projects arrive side by side instead of one after the
+// other (bench/lock.sh, 21 packages: from 62 to 51-57 ms on a plain PEP 503 index, where
+// each is read with range requests of the wheel, and from 30-40 to 26 ms with metadata
+// files). A guess
+// that other requirements later rule out costs one fetch and changes nothing: what is
+// fetched is keyed by file, and metadata is the file's content.
+func (r *resolver) ahead(ctx context.Context, st *state, req pep508.Requirement) {
+	name := req.Key()
+	if ch, ok := st.chosen[name]; ok && ch.base {
+		return
+	}
+	if !r.cat.markAhead(name) {
+		return
+	}
+	spec := req.Specifier
+	for _, c := range r.constraints[name] {
+		spec = spec.And(c.Specifier)
+	}
+	r.cat.wg.Add(1)
+	go func() {
+		defer r.cat.wg.Done()
+		p, err := r.cat.project(ctx, name)
+		if err != nil {
+			return // choose reports it
+		}
+		if cands := r.allowed(p, spec); len(cands) > 0 {
+			r.cat.metadataAhead(ctx, name, cands[0])
+		}
+	}()
 }
 
 // allowed applies pip's rules: specifier filter with pre-release fallback, then yanked files

@@ -6,7 +6,10 @@ import (
 	"net/http/httptest"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/pylayer/pylayer/layers/index"
 	"github.com/pylayer/pylayer/layers/pep440"
@@ -174,5 +177,82 @@ func TestTooComplexIsBounded(t *testing.T) {
 	_, err := Resolve(context.Background(), idx, reqs(t, "x", "z==1"), Options{Target: tgt(t), MaxSteps: 5})
 	if !errors.Is(err, ErrTooComplex) && !errors.Is(err, ErrConflict) {
 		t.Fatalf("want a bounded failure, got %v", err)
+	}
+}
+
+// slowIndex is an in-process Index of wheels given as name -> version -> Requires-Dist,
+// whose Metadata for the file held waits until its context ends, and for the file after
+// until the held one was asked for.
+type slowIndex struct {
+	projects    map[string]map[string][]string
+	held, after string
+	asked       chan struct{} // closed when the held file is asked for
+	once        sync.Once
+	inFlight    atomic.Int64
+	ended       atomic.Int64 // held calls that ended, cancelled
+}
+
+func (x *slowIndex) Files(ctx context.Context, project string) ([]index.File, error) {
+	vs, ok := x.projects[project]
+	if !ok {
+		return nil, index.ErrNotFound
+	}
+	var fs []index.File
+	for v := range vs {
+		name := project + "-" + v + "-py3-none-any.whl"
+		fs = append(fs, index.File{Project: project, Filename: name, URL: "http://idx/" + name, SHA256: strings.Repeat("0", 64)})
+	}
+	return fs, nil
+}
+
+func (x *slowIndex) Metadata(ctx context.Context, f index.File) ([]byte, error) {
+	x.inFlight.Add(1)
+	defer x.inFlight.Add(-1)
+	switch f.Filename {
+	case x.held:
+		x.once.Do(func() { close(x.asked) })
+		<-ctx.Done()
+		x.ended.Add(1)
+		return nil, ctx.Err()
+	case x.after:
+		select {
+		case <-x.asked:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	name, rest, _ := strings.Cut(f.Filename, "-")
+	version, _, _ := strings.Cut(rest, "-")
+	md := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+	for _, d := range x.projects[name][version] {
+		md += "Requires-Dist: " + d + "\n"
+	}
+	return []byte(md), nil
+}
+
+// TestMetadataAheadEndsWithResolve: the metadata of a project's likely pick is asked for
+// ahead (c 2.0, for a's "c"), and a guess that a later requirement rules out (b wants
+// c<2) neither changes the result nor outlives Resolve: its fetch is cancelled and waited
+// for. The index answers for c 1.0, the pick, only once c 2.0 was asked for.
+func TestMetadataAheadEndsWithResolve(t *testing.T) {
+	x := &slowIndex{projects: map[string]map[string][]string{
+		"a": {"1.0": {"c"}},
+		"b": {"1.0": {"c<2"}},
+		"c": {"1.0": nil, "2.0": nil},
+	}, held: "c-2.0-py3-none-any.whl", after: "c-1.0-py3-none-any.whl", asked: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds a failure: c 2.0 never asked for
+	defer cancel()
+	got, err := Resolve(ctx, x, reqs(t, "a", "b"), Options{Target: tgt(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := pins(got); p != "a==1.0 b==1.0 c==1.0" {
+		t.Fatalf("got %q, want a==1.0 b==1.0 c==1.0", p)
+	}
+	if n := x.inFlight.Load(); n != 0 {
+		t.Errorf("%d metadata fetches still running after Resolve returned", n)
+	}
+	if n := x.ended.Load(); n != 1 {
+		t.Errorf("the held fetch of c 2.0 ended %d times, want once (asked ahead, then cancelled)", n)
 	}
 }
