@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 )
 
 const (
@@ -42,6 +43,7 @@ type Client struct {
 	http     *http.Client
 	opts     *options
 	cache    *metadataCache // nil: none
+	sizes    sync.Map       // file URL + "#" + sha256 -> int64: sizes the metadata reads found (SizeOf)
 }
 
 // New returns a client for the index at indexURL, e.g.

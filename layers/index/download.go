@@ -109,6 +109,29 @@ func (c *Client) Metadata(ctx context.Context, f File) ([]byte, error) {
 	return md, nil
 }
 
+// SizeOf returns f's size: the index's, or, where the index gives none (PEP 503 HTML), the
+// one a metadata read of f found: the total of its range answers' Content-Range, or the
+// length of the whole file, downloaded and checked against its sha256. It returns 0 when
+// neither is known (f's metadata came from the cache, or a metadata file). A size read
+// from a range answer is the server's word, as the METADATA read beside it is; a build
+// checks the size and the sha256 of the whole file before it uses a byte of it.
+func (c *Client) SizeOf(f File) int64 {
+	if f.Size > 0 {
+		return f.Size
+	}
+	if n, ok := c.sizes.Load(f.URL + "#" + f.SHA256); ok {
+		return n.(int64)
+	}
+	return 0
+}
+
+// learnSize records the size a metadata read of f found, for SizeOf.
+func (c *Client) learnSize(f File, n int64) {
+	if f.Size <= 0 && n > 0 {
+		c.sizes.Store(f.URL+"#"+f.SHA256, n)
+	}
+}
+
 func (c *Client) fetchMetadata(ctx context.Context, f File) ([]byte, error) {
 	if f.HasMetadata {
 		return c.metadataFile(ctx, f)
@@ -154,7 +177,11 @@ func (c *Client) downloadMetadata(ctx context.Context, f File, resp *http.Respon
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
 	}
-	return zipFileMetadata(f, tmp, size, c.opts.maxBodyBytes)
+	md, err := zipFileMetadata(f, tmp, size, c.opts.maxBodyBytes)
+	if err == nil {
+		c.learnSize(f, size)
+	}
+	return md, err
 }
 
 // zipFileMetadata reads the METADATA of the verified wheel f held by r.

@@ -45,6 +45,9 @@ func (c *Client) rangeMetadata(ctx context.Context, f File) ([]byte, *http.Respo
 			return nil, nil, noRange("the whole-file range answer does not have the index's sha256")
 		}
 		md, err := zipFileMetadata(f, bytes.NewReader(first.body), first.total, limit)
+		if err == nil {
+			c.learnSize(f, first.total)
+		}
 		return md, nil, err
 	}
 	v := &zipView{size: first.total, start: first.start, tail: first.body, budget: 2*limit + 1<<20,
@@ -60,6 +63,7 @@ func (c *Client) rangeMetadata(ctx context.Context, f File) ([]byte, *http.Respo
 	if err != nil {
 		return nil, nil, fmt.Errorf("metadata of %s: %w", f.Filename, err)
 	}
+	c.learnSize(f, first.total)
 	return md, nil, nil
 }
 

@@ -128,6 +128,9 @@ func TestMetadataByRange(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("METADATA: got %.60q, want %.60q", got, want)
 			}
+			if n := c.SizeOf(files[0]); n != int64(len(data)) {
+				t.Errorf("SizeOf after the range reads: %d, want the file's %d bytes", n, len(data))
+			}
 			ts.Close()
 			reqs := rec.files()
 			var sent int64
@@ -262,6 +265,9 @@ func TestMetadataRangeFallback(t *testing.T) {
 			}
 			if !bytes.Equal(got, want) {
 				t.Fatalf("METADATA: got %.60q, want %.60q", got, want)
+			}
+			if n := c.SizeOf(f); n != int64(len(data)) {
+				t.Errorf("SizeOf after the download: %d, want the file's %d bytes", n, len(data))
 			}
 			if last := reqs[len(reqs)-1]; tc.reqs > 1 && last.rng != "" {
 				t.Errorf("the last request %+v was not a whole download", last)

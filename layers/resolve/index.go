@@ -24,6 +24,14 @@ type Index interface {
 
 var _ Index = (*index.Client)(nil)
 
+// sizer is an Index that can tell a file's size where its listing did not: index.Client
+// knows it once it has read the file's metadata with range requests, or downloaded it.
+type sizer interface {
+	SizeOf(f index.File) int64
+}
+
+var _ sizer = (*index.Client)(nil)
+
 // candidate is the best wheel of one version of a project for the target.
 type candidate struct {
 	version pep440.Version

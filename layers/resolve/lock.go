@@ -15,8 +15,10 @@ import (
 )
 
 // Wheelhouse puts a locked wheel on the host, hash checked, and returns its path;
-// *build.Builder is one. NewLock asks it only for the size of a wheel whose index entry
-// gives none (PEP 503 HTML has no sizes), so the build that follows finds it there.
+// *build.Builder is one. NewLock asks it only for the size of a wheel that neither its
+// index entry (PEP 503 HTML has no sizes) nor the reading of its metadata (range
+// answers name the file's size; a metadata cache hit reads nothing) gave, so that the
+// build that follows finds it there.
 type Wheelhouse interface {
 	Wheel(ctx context.Context, p lock.Package) (string, error)
 }
@@ -40,9 +42,10 @@ type LockSpec struct {
 }
 
 // NewLock resolves spec against idx and returns the valid lock of the result. Every
-// resolved file must have a sha256; a size the index does not give is filled in from the
-// wheel wh fetches (hash checked), so that a plain PEP 503 index locks the same wherever
-// it is locked from. A pinned package that an ext layer's base holds is a
+// resolved file must have a sha256; a size the index does not give is the one reading
+// the file's metadata found (Content-Range of its range answers, or the whole file), else
+// that of the wheel wh fetches (hash checked), so that a plain PEP 503 index locks the
+// same wherever it is locked from. A pinned package that an ext layer's base holds is a
 // *ConflictError. Errors of wh (index.ErrHashMismatch) are returned wrapped.
 func NewLock(ctx context.Context, idx Index, wh Wheelhouse, spec LockSpec) (*lock.Lock, error) {
 	l := &lock.Lock{Version: lock.FormatVersion, Kind: spec.Kind, Target: spec.Target, Requirements: spec.Record}
@@ -84,7 +87,8 @@ func NewLock(ctx context.Context, idx Index, wh Wheelhouse, spec LockSpec) (*loc
 			todo = append(todo, r)
 		}
 	}
-	// A plain index gives no sizes: every wheel is fetched whole, several at a time.
+	// A wheel whose size is still unknown (a plain index, its metadata read from the
+	// cache) is fetched whole, several at a time.
 	pkgs := make([]lock.Package, len(todo))
 	errs := make([]error, len(todo))
 	var g errgroup.Group

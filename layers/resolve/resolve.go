@@ -163,7 +163,11 @@ func (r *resolver) result(st *state) []Resolved {
 		r.cat.mu.Lock()
 		m := r.cat.metas[ch.cand.file.URL]
 		r.cat.mu.Unlock()
-		out = append(out, Resolved{Name: name, Version: ch.cand.version, File: ch.cand.file, Metadata: m.meta, RequiredBy: uniq(by)})
+		f := ch.cand.file
+		if sz, ok := r.cat.idx.(sizer); ok && f.Size <= 0 {
+			f.Size = sz.SizeOf(f) // a plain index's: what reading its metadata found
+		}
+		out = append(out, Resolved{Name: name, Version: ch.cand.version, File: f, Metadata: m.meta, RequiredBy: uniq(by)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -327,12 +331,11 @@ func (r *resolver) enqueue(ctx context.Context, st *state, name string, ch *choi
 // ahead fetches in the background, once per project, the METADATA of the version choose
 // will most likely try first for req's project: the highest that req and the constraints
 // allow. choose then finds it fetched or in flight (catalog.metadata waits for it), so the
-// metadata of a resolution's projects arrive side by side instead of one after the
-// other (bench/lock.sh, 21 packages: from 62 to 51-57 ms on a plain PEP 503 index, where
-// each is read with range requests of the wheel, and from 30-40 to 26 ms with metadata
-// files). A guess
-// that other requirements later rule out costs one fetch and changes nothing: what is
-// fetched is keyed by file, and metadata is the file's content.
+// metadata of a resolution's projects arrive side by side instead of one after the other
+// (bench/lock.sh, 21 packages: from 62 to 51-57 ms on a plain PEP 503 index, where each is
+// read with range requests of the wheel, and from 30-40 to 26 ms with metadata files). A
+// guess that other requirements later rule out costs one fetch and changes nothing: what
+// is fetched is keyed by file, and metadata is the file's content.
 func (r *resolver) ahead(ctx context.Context, st *state, req pep508.Requirement) {
 	name := req.Key()
 	if ch, ok := st.chosen[name]; ok && ch.base {
