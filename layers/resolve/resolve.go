@@ -276,6 +276,17 @@ func (r *resolver) choose(ctx context.Context, st *state, name string) (*state, 
 			if ctx.Err() != nil {
 				return nil, fatal{ctx.Err()}
 			}
+			var ce *ConflictError
+			if !errors.Is(err, ErrBadMetadata) && !errors.As(err, &ce) {
+				// Not a fact about this version, which pip would discard and go on (its
+				// metadata names another project or version, or is malformed; it requires
+				// another Python), but the index failing to answer, or answering with what
+				// it did not list (a hash or size mismatch, a file that is no wheel): as in
+				// pip, an error. Going on to an older version would make the answer depend
+				// on the failure: a lock, or a broker's classification, that holds the
+				// version before the newest because the index hiccuped.
+				return nil, fatal{err}
+			}
 			if first == nil {
 				first = err
 			}

@@ -3,6 +3,7 @@ package resolve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -185,6 +186,8 @@ func TestTooComplexIsBounded(t *testing.T) {
 // until the held one was asked for.
 type slowIndex struct {
 	projects    map[string]map[string][]string
+	fail        map[string]error // filename -> Metadata's error
+	misnamed    map[string]bool  // filename -> its METADATA names another project
 	held, after string
 	asked       chan struct{} // closed when the held file is asked for
 	once        sync.Once
@@ -208,6 +211,9 @@ func (x *slowIndex) Files(ctx context.Context, project string) ([]index.File, er
 func (x *slowIndex) Metadata(ctx context.Context, f index.File) ([]byte, error) {
 	x.inFlight.Add(1)
 	defer x.inFlight.Add(-1)
+	if err := x.fail[f.Filename]; err != nil {
+		return nil, err
+	}
 	switch f.Filename {
 	case x.held:
 		x.once.Do(func() { close(x.asked) })
@@ -224,6 +230,9 @@ func (x *slowIndex) Metadata(ctx context.Context, f index.File) ([]byte, error) 
 	name, rest, _ := strings.Cut(f.Filename, "-")
 	version, _, _ := strings.Cut(rest, "-")
 	md := "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"
+	if x.misnamed[f.Filename] {
+		md = "Metadata-Version: 2.1\nName: other\nVersion: " + version + "\n"
+	}
 	for _, d := range x.projects[name][version] {
 		md += "Requires-Dist: " + d + "\n"
 	}
@@ -254,5 +263,37 @@ func TestMetadataAheadEndsWithResolve(t *testing.T) {
 	}
 	if n := x.ended.Load(); n != 1 {
 		t.Errorf("the held fetch of c 2.0 ended %d times, want once (asked ahead, then cancelled)", n)
+	}
+}
+
+// TestMetadataFailureIsAnError: a candidate whose metadata says it is another project is
+// discarded, as pip does, and the next version tried; one whose metadata the index failed
+// to give (a refused connection, a hash mismatch) ends the resolution with that error
+// instead of settling on an older version because of the failure.
+func TestMetadataFailureIsAnError(t *testing.T) {
+	refused := errors.New("dial tcp 127.0.0.1:9: connection refused")
+	for _, tc := range []struct {
+		name string
+		x    *slowIndex
+		want string // pins, or "" for an error
+		err  error
+	}{
+		{"misnamed skipped", &slowIndex{misnamed: map[string]bool{"c-2.0-py3-none-any.whl": true}}, "c==1.0", nil},
+		{"refused", &slowIndex{fail: map[string]error{"c-2.0-py3-none-any.whl": refused}}, "", refused},
+		{"hash mismatch", &slowIndex{fail: map[string]error{"c-2.0-py3-none-any.whl": fmt.Errorf("metadata of c-2.0: %w", index.ErrHashMismatch)}}, "", index.ErrHashMismatch},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.x.projects = map[string]map[string][]string{"c": {"1.0": nil, "2.0": nil}}
+			got, err := Resolve(context.Background(), tc.x, reqs(t, "c"), Options{Target: tgt(t)})
+			if tc.err != nil {
+				if !errors.Is(err, tc.err) {
+					t.Fatalf("got %q, %v; want the error %v", pins(got), err, tc.err)
+				}
+				return
+			}
+			if err != nil || pins(got) != tc.want {
+				t.Fatalf("got %q, %v; want %s", pins(got), err, tc.want)
+			}
+		})
 	}
 }
