@@ -119,7 +119,7 @@ func (c *Client) SizeOf(f File) int64 {
 	if f.Size > 0 {
 		return f.Size
 	}
-	if n, ok := c.sizes.Load(f.URL + "#" + f.SHA256); ok {
+	if n, ok := c.sizes.Load(sizeKey(f)); ok {
 		return n.(int64)
 	}
 	return 0
@@ -128,9 +128,12 @@ func (c *Client) SizeOf(f File) int64 {
 // learnSize records the size a metadata read of f found, for SizeOf.
 func (c *Client) learnSize(f File, n int64) {
 	if f.Size <= 0 && n > 0 {
-		c.sizes.Store(f.URL+"#"+f.SHA256, n)
+		c.sizes.Store(sizeKey(f), n)
 	}
 }
+
+// sizeKey names f in Client.sizes: a file listed twice with two hashes is two files.
+func sizeKey(f File) string { return f.URL + "#" + f.SHA256 }
 
 func (c *Client) fetchMetadata(ctx context.Context, f File) ([]byte, error) {
 	if f.HasMetadata {

@@ -213,16 +213,9 @@ func (c *catalog) pythonOK(spec string) bool {
 
 // metadata fetches, parses and checks a candidate's METADATA, once per file.
 func (c *catalog) metadata(ctx context.Context, name string, cand candidate) (*metaResult, error) {
-	c.mu.Lock()
-	m, ok := c.metas[cand.file.URL]
-	if !ok {
-		m = &metaResult{ready: make(chan struct{})}
-		c.metas[cand.file.URL] = m
-	}
-	c.mu.Unlock()
-	if !ok {
-		m.meta, m.deps, m.err = c.loadMetadata(ctx, name, cand)
-		close(m.ready)
+	m, mine := c.metaEntry(cand)
+	if mine {
+		c.loadInto(ctx, m, name, cand)
 	}
 	select {
 	case <-m.ready:
@@ -235,19 +228,30 @@ func (c *catalog) metadata(ctx context.Context, name string, cand candidate) (*m
 // metadataAhead starts fetching a candidate's METADATA in the background, unless it is
 // fetched or being fetched already; metadata then waits for that fetch.
 func (c *catalog) metadataAhead(ctx context.Context, name string, cand candidate) {
+	if m, mine := c.metaEntry(cand); mine {
+		c.wg.Add(1)
+		go func() {
+			defer c.wg.Done()
+			c.loadInto(ctx, m, name, cand)
+		}()
+	}
+}
+
+// metaEntry returns cand's entry; mine is true when it is new, for the caller to load.
+func (c *catalog) metaEntry(cand candidate) (m *metaResult, mine bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, ok := c.metas[cand.file.URL]; ok {
-		return
+	if m, ok := c.metas[cand.file.URL]; ok {
+		return m, false
 	}
-	m := &metaResult{ready: make(chan struct{})}
+	m = &metaResult{ready: make(chan struct{})}
 	c.metas[cand.file.URL] = m
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		m.meta, m.deps, m.err = c.loadMetadata(ctx, name, cand)
-		close(m.ready)
-	}()
+	return m, true
+}
+
+func (c *catalog) loadInto(ctx context.Context, m *metaResult, name string, cand candidate) {
+	m.meta, m.deps, m.err = c.loadMetadata(ctx, name, cand)
+	close(m.ready)
 }
 
 // markAhead reports whether name's metadata has not been asked for ahead yet, and marks it.

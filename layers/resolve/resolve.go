@@ -131,7 +131,6 @@ func Resolve(ctx context.Context, idx Index, reqs []pep508.Requirement, opts Opt
 			continue
 		}
 		st.queue = append(st.queue, edge{req: q, cause: cause{by: "you requested", spec: q.String()}})
-		cat.prefetch(ctx, q.Key())
 		r.ahead(ctx, st, q)
 	}
 	final, err := r.solve(ctx, st)
@@ -334,21 +333,22 @@ func (r *resolver) enqueue(ctx context.Context, st *state, name string, ch *choi
 			continue // already added with the plain install
 		}
 		st.queue = append(st.queue, edge{req: d, parent: name, cause: cause{by: fmt.Sprintf("%s %s requires", name, ch.cand.version), spec: d.String()}})
-		r.cat.prefetch(ctx, d.Key())
 		r.ahead(ctx, st, d)
 	}
 }
 
-// ahead fetches in the background, once per project, the METADATA of the version choose
-// will most likely try first for req's project: the highest that req and the constraints
-// allow. choose then finds it fetched or in flight (catalog.metadata waits for it), so the
-// metadata of a resolution's projects arrive side by side instead of one after the other
-// (bench/lock.sh, 21 packages: from 62 to 51-57 ms on a plain PEP 503 index, where each is
-// read with range requests of the wheel, and from 30-40 to 26 ms with metadata files). A
-// guess that other requirements later rule out costs one fetch and changes nothing: what
-// is fetched is keyed by file, and metadata is the file's content.
+// ahead starts loading req's project's page (catalog.prefetch) and fetches in the
+// background, once per project, the METADATA of the version choose will most likely try
+// first for it: the highest that req and the constraints allow. choose then finds it
+// fetched or in flight (catalog.metadata waits for it), so the metadata of a resolution's
+// projects arrive side by side instead of one after the other (bench/lock.sh, 21
+// packages: from 62 to 51-57 ms on a plain PEP 503 index, where each is read with range
+// requests of the wheel, and from 30-40 to 26 ms with metadata files). A guess that other
+// requirements later rule out costs one fetch and changes nothing: what is fetched is
+// keyed by file, and metadata is the file's content.
 func (r *resolver) ahead(ctx context.Context, st *state, req pep508.Requirement) {
 	name := req.Key()
+	r.cat.prefetch(ctx, name)
 	if ch, ok := st.chosen[name]; ok && ch.base {
 		return
 	}
